@@ -1,0 +1,92 @@
+// Model-level bindings: build the target model and MTP layer from checkpoint tensors and run
+// forwards over a batch of sequences laid out in the paged latent cache.
+#include <pybind11/stl.h>
+#include <torch/extension.h>
+
+#include "model/deepseek_v3.h"
+#include "model/mtp_layer.h"
+
+namespace py = pybind11;
+
+namespace mtpserve::bindings {
+
+namespace {
+
+using TensorMap = std::unordered_map<std::string, at::Tensor>;
+
+kernels::AttentionMetadata metadata(std::vector<int64_t> query_start, std::vector<int64_t> context_lens,
+                                    at::Tensor block_tables, at::Tensor slot_mapping) {
+  if (query_start.size() != context_lens.size() + 1) {
+    throw std::invalid_argument("query_start must have one more entry than context_lens");
+  }
+  return {std::move(slot_mapping), std::move(block_tables), std::move(query_start), std::move(context_lens)};
+}
+
+void bind_config(py::module_& m) {
+  py::class_<RopeScaling>(m, "RopeScaling")
+      .def(py::init<>())
+      .def_readwrite("type", &RopeScaling::type)
+      .def_readwrite("factor", &RopeScaling::factor)
+      .def_readwrite("original_max_position_embeddings", &RopeScaling::original_max_position_embeddings)
+      .def_readwrite("beta_fast", &RopeScaling::beta_fast)
+      .def_readwrite("beta_slow", &RopeScaling::beta_slow)
+      .def_readwrite("mscale", &RopeScaling::mscale)
+      .def_readwrite("mscale_all_dim", &RopeScaling::mscale_all_dim);
+  py::class_<ModelConfig>(m, "ModelConfig")
+      .def(py::init<>())
+#define MTPSERVE_FIELD(name) .def_readwrite(#name, &ModelConfig::name)
+      MTPSERVE_FIELD(vocab_size) MTPSERVE_FIELD(hidden_size) MTPSERVE_FIELD(intermediate_size)
+      MTPSERVE_FIELD(moe_intermediate_size) MTPSERVE_FIELD(num_hidden_layers) MTPSERVE_FIELD(num_nextn_predict_layers)
+      MTPSERVE_FIELD(num_attention_heads) MTPSERVE_FIELD(q_lora_rank) MTPSERVE_FIELD(kv_lora_rank)
+      MTPSERVE_FIELD(qk_nope_head_dim) MTPSERVE_FIELD(qk_rope_head_dim) MTPSERVE_FIELD(v_head_dim)
+      MTPSERVE_FIELD(n_routed_experts) MTPSERVE_FIELD(n_shared_experts) MTPSERVE_FIELD(num_experts_per_tok)
+      MTPSERVE_FIELD(first_k_dense_replace) MTPSERVE_FIELD(moe_layer_freq) MTPSERVE_FIELD(n_group)
+      MTPSERVE_FIELD(topk_group) MTPSERVE_FIELD(norm_topk_prob) MTPSERVE_FIELD(routed_scaling_factor)
+      MTPSERVE_FIELD(rms_norm_eps) MTPSERVE_FIELD(rope_theta) MTPSERVE_FIELD(rope_scaling)
+      MTPSERVE_FIELD(max_position_embeddings) MTPSERVE_FIELD(tie_word_embeddings)
+#undef MTPSERVE_FIELD
+      .def_property_readonly("cache_dim", &ModelConfig::cache_dim);
+}
+
+}  // namespace
+
+void bind_model(py::module_& m) {
+  bind_config(m);
+  py::class_<DeepSeekV3>(m, "DeepSeekV3")
+      .def(py::init([](const ModelConfig& c, TensorMap w) { return DeepSeekV3(c, Weights(std::move(w))); }),
+           py::arg("config"), py::arg("weights"))
+      .def(
+          "forward",
+          [](const DeepSeekV3& model, const std::vector<at::Tensor>& caches, const at::Tensor& token_ids,
+             const at::Tensor& positions, std::vector<int64_t> query_start, std::vector<int64_t> context_lens,
+             at::Tensor block_tables, at::Tensor slot_mapping) {
+            auto meta = metadata(std::move(query_start), std::move(context_lens), std::move(block_tables),
+                                 std::move(slot_mapping));
+            return model.forward(token_ids, positions, caches, meta);
+          },
+          py::arg("caches"), py::arg("token_ids"), py::arg("positions"), py::arg("query_start"),
+          py::arg("context_lens"), py::arg("block_tables"), py::arg("slot_mapping"),
+          py::call_guard<py::gil_scoped_release>())
+      .def("logits", &DeepSeekV3::logits, py::call_guard<py::gil_scoped_release>());
+
+  py::class_<MtpLayer>(m, "MtpLayer")
+      .def(py::init([](const ModelConfig& c, TensorMap w, int64_t layer, const DeepSeekV3& target) {
+             return MtpLayer(c, Weights(std::move(w)), layer, target.embedding(), target.lm_head());
+           }),
+           py::arg("config"), py::arg("weights"), py::arg("layer"), py::arg("target"), py::keep_alive<1, 5>())
+      .def(
+          "forward",
+          [](const MtpLayer& mtp, const DeepSeekV3& target, const at::Tensor& cache, const at::Tensor& token_ids,
+             const at::Tensor& previous_hidden, const at::Tensor& positions, std::vector<int64_t> query_start,
+             std::vector<int64_t> context_lens, at::Tensor block_tables, at::Tensor slot_mapping) {
+            auto meta = metadata(std::move(query_start), std::move(context_lens), std::move(block_tables),
+                                 std::move(slot_mapping));
+            return mtp.forward(token_ids, previous_hidden, positions, target.rope(), cache, meta);
+          },
+          py::arg("target"), py::arg("cache"), py::arg("token_ids"), py::arg("previous_hidden"), py::arg("positions"),
+          py::arg("query_start"), py::arg("context_lens"), py::arg("block_tables"), py::arg("slot_mapping"),
+          py::call_guard<py::gil_scoped_release>())
+      .def("logits", &MtpLayer::logits, py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace mtpserve::bindings

@@ -1,0 +1,11 @@
+// mtpserve._C: the C++ runtime as seen from Python.
+#include <torch/extension.h>
+
+namespace mtpserve::bindings {
+void bind_model(pybind11::module_& m);
+}  // namespace mtpserve::bindings
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "mtpserve C++ runtime";
+  mtpserve::bindings::bind_model(m);
+}

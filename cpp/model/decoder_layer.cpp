@@ -1,0 +1,27 @@
+#include "model/decoder_layer.h"
+
+#include <ATen/ATen.h>
+
+namespace mtpserve {
+
+DecoderLayer::DecoderLayer(const ModelConfig& c, const Weights& w, int64_t layer)
+    : input_norm_(w.get(layer_prefix(layer) + "input_layernorm.weight", {c.hidden_size}), c.rms_norm_eps),
+      post_attention_norm_(w.get(layer_prefix(layer) + "post_attention_layernorm.weight", {c.hidden_size}),
+                           c.rms_norm_eps),
+      attention_(c, w, layer_prefix(layer) + "self_attn.") {
+  const std::string p = layer_prefix(layer) + "mlp.";
+  if (c.is_moe_layer(layer)) {
+    moe_.emplace(c, w, p);
+  } else {
+    mlp_.emplace(w, p, c.hidden_size, c.intermediate_size);
+  }
+}
+
+at::Tensor DecoderLayer::operator()(const at::Tensor& x, const at::Tensor& positions, const RotaryEmbedding& rope,
+                                    const at::Tensor& cache, const kernels::AttentionMetadata& meta) const {
+  auto h = x + attention_(input_norm_(x), positions, rope, cache, meta);
+  auto normed = post_attention_norm_(h);
+  return h + (moe_ ? (*moe_)(normed) : (*mlp_)(normed));
+}
+
+}  // namespace mtpserve

@@ -1,0 +1,27 @@
+#pragma once
+// Pre-norm decoder block: MLA then a dense MLP or an MoE, each with a residual.
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <string>
+
+#include "model/mla.h"
+#include "model/mlp.h"
+#include "model/moe.h"
+
+namespace mtpserve {
+
+class DecoderLayer {
+ public:
+  DecoderLayer(const ModelConfig& config, const Weights& weights, int64_t layer);
+  at::Tensor operator()(const at::Tensor& x, const at::Tensor& positions, const RotaryEmbedding& rope,
+                        const at::Tensor& cache, const kernels::AttentionMetadata& meta) const;
+
+ private:
+  RMSNorm input_norm_, post_attention_norm_;
+  MultiHeadLatentAttention attention_;
+  std::optional<DenseMLP> mlp_;
+  std::optional<MoE> moe_;
+};
+
+}  // namespace mtpserve

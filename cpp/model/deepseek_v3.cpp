@@ -1,0 +1,32 @@
+#include "model/deepseek_v3.h"
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+
+namespace mtpserve {
+
+DeepSeekV3::DeepSeekV3(const ModelConfig& c, const Weights& w)
+    : config_(c),
+      rope_(c),
+      embed_(w.get("model.embed_tokens.weight", {c.vocab_size, c.hidden_size})),
+      lm_head_(c.tie_word_embeddings ? embed_ : w.get("lm_head.weight", {c.vocab_size, c.hidden_size})),
+      norm_(w.get("model.norm.weight", {c.hidden_size}), c.rms_norm_eps) {
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers_.emplace_back(c, w, i);
+  rope_.to(embed_.device());
+}
+
+at::Tensor DeepSeekV3::forward(const at::Tensor& token_ids, const at::Tensor& positions,
+                               const std::vector<at::Tensor>& caches, const kernels::AttentionMetadata& meta) const {
+  if (caches.size() != layers_.size()) {
+    throw std::invalid_argument("expected " + std::to_string(layers_.size()) + " layer caches, got " +
+                                std::to_string(caches.size()));
+  }
+  auto h = at::embedding(embed_, token_ids);
+  for (size_t i = 0; i < layers_.size(); ++i) h = layers_[i](h, positions, rope_, caches[i], meta);
+  return norm_(h);
+}
+
+at::Tensor DeepSeekV3::logits(const at::Tensor& hidden) const { return at::linear(hidden, lm_head_); }
+
+}  // namespace mtpserve

@@ -1,0 +1,43 @@
+#pragma once
+// Multi-head Latent Attention (DeepSeek-V2/V3). The cache keeps one latent row per token:
+// kv_a_layernorm(compressed kv) followed by the rotated shared key.
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <string>
+
+#include "kernels/attention_metadata.h"
+#include "model/model_config.h"
+#include "model/rms_norm.h"
+#include "model/rotary_embedding.h"
+#include "model/weights.h"
+
+namespace mtpserve {
+
+class MultiHeadLatentAttention {
+ public:
+  MultiHeadLatentAttention(const ModelConfig& config, const Weights& weights, const std::string& prefix);
+
+  at::Tensor operator()(const at::Tensor& x, const at::Tensor& positions, const RotaryEmbedding& rope,
+                        const at::Tensor& cache, const kernels::AttentionMetadata& meta) const;
+
+ private:
+  at::Tensor project_queries(const at::Tensor& x) const;
+  // Expands the cached latents to per-head keys and values: used for long query chunks.
+  at::Tensor prefill_form(const at::Tensor& q, const at::Tensor& cache, const kernels::AttentionMetadata& meta,
+                          int64_t seq) const;
+  // Attends in the latent space (W_UK folded into the query, W_UV applied after).
+  at::Tensor absorbed_form(const at::Tensor& q, const at::Tensor& cache, const kernels::AttentionMetadata& meta,
+                           const std::vector<int64_t>& seqs) const;
+
+  int64_t heads_, nope_dim_, rope_dim_, v_dim_, kv_lora_rank_;
+  double scale_;
+  std::optional<at::Tensor> q_proj_, q_a_proj_, q_b_proj_;
+  std::optional<RMSNorm> q_a_layernorm_;
+  at::Tensor kv_a_proj_, kv_b_proj_, o_proj_;
+  RMSNorm kv_a_layernorm_;
+  at::Tensor w_uk_;    // [heads, nope_dim, kv_lora_rank]
+  at::Tensor w_uv_t_;  // [heads, kv_lora_rank, v_dim]
+};
+
+}  // namespace mtpserve

@@ -1,0 +1,21 @@
+#pragma once
+// SwiGLU feed-forward: the dense layers and the shared experts.
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+#include "model/weights.h"
+
+namespace mtpserve {
+
+class DenseMLP {
+ public:
+  DenseMLP(const Weights& weights, const std::string& prefix, int64_t hidden, int64_t inter);
+  at::Tensor operator()(const at::Tensor& x) const;
+
+ private:
+  at::Tensor gate_up_;  // [2 * inter, hidden]
+  at::Tensor down_;     // [hidden, inter]
+};
+
+}  // namespace mtpserve

@@ -1,0 +1,31 @@
+#include "model/moe.h"
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+namespace mtpserve {
+
+MoE::MoE(const ModelConfig& c, const Weights& w, const std::string& p)
+    : routing_{c.n_group, c.topk_group, c.num_experts_per_tok, c.norm_topk_prob, c.routed_scaling_factor} {
+  const int64_t h = c.hidden_size, inter = c.moe_intermediate_size, n = c.n_routed_experts;
+  gate_ = w.get(p + "gate.weight", {n, h}).to(at::kFloat);
+  correction_bias_ = w.get(p + "gate.e_score_correction_bias", {n}).to(at::kFloat);
+  std::vector<at::Tensor> gate_up, down;
+  for (int64_t e = 0; e < n; ++e) {
+    const std::string ep = p + "experts." + std::to_string(e) + ".";
+    gate_up.push_back(at::cat({w.get(ep + "gate_proj.weight", {inter, h}), w.get(ep + "up_proj.weight", {inter, h})}));
+    down.push_back(w.get(ep + "down_proj.weight", {h, inter}));
+  }
+  gate_up_ = at::stack(gate_up);
+  down_ = at::stack(down);
+  if (c.n_shared_experts > 0) shared_.emplace(w, p + "shared_experts.", h, inter * c.n_shared_experts);
+}
+
+at::Tensor MoE::operator()(const at::Tensor& x) const {
+  auto routing = kernels::route_noaux_tc(at::linear(x.to(at::kFloat), gate_), correction_bias_, routing_);
+  auto out = kernels::moe_experts(x, gate_up_, down_, routing);
+  return shared_ ? out + (*shared_)(x) : out;
+}
+
+}  // namespace mtpserve

@@ -1,0 +1,31 @@
+#include "model/mtp_layer.h"
+
+#include <ATen/ATen.h>
+
+namespace mtpserve {
+
+namespace {
+at::Tensor own_or(const Weights& w, const std::string& name, const at::Tensor& fallback) {
+  return w.contains(name) ? w.get(name, fallback.sizes().vec()) : fallback;
+}
+}  // namespace
+
+MtpLayer::MtpLayer(const ModelConfig& c, const Weights& w, int64_t layer, const at::Tensor& target_embedding,
+                   const at::Tensor& target_head)
+    : embed_(own_or(w, layer_prefix(layer) + "embed_tokens.weight", target_embedding)),
+      head_(own_or(w, layer_prefix(layer) + "shared_head.head.weight", target_head)),
+      eh_proj_(w.get(layer_prefix(layer) + "eh_proj.weight", {c.hidden_size, 2 * c.hidden_size})),
+      enorm_(w.get(layer_prefix(layer) + "enorm.weight", {c.hidden_size}), c.rms_norm_eps),
+      hnorm_(w.get(layer_prefix(layer) + "hnorm.weight", {c.hidden_size}), c.rms_norm_eps),
+      head_norm_(w.get(layer_prefix(layer) + "shared_head.norm.weight", {c.hidden_size}),
+                 c.rms_norm_eps),
+      block_(c, w, layer) {}
+
+at::Tensor MtpLayer::forward(const at::Tensor& token_ids, const at::Tensor& previous_hidden,
+                             const at::Tensor& positions, const RotaryEmbedding& rope, const at::Tensor& cache,
+                             const kernels::AttentionMetadata& meta) const {
+  auto joined = at::cat({enorm_(at::embedding(embed_, token_ids)), hnorm_(previous_hidden)}, -1);
+  return head_norm_(block_(at::linear(joined, eh_proj_), positions, rope, cache, meta));
+}
+
+}  // namespace mtpserve

@@ -1,0 +1,102 @@
+"""The C++ runtime against transformers' DeepseekV3ForCausalLM and MtpModel, in float32: prefill over
+a batch of sequences of different lengths, token-by-token decode through the paged latent cache
+(several non-contiguous blocks per sequence), and the MTP layer's logits."""
+import pytest
+import torch
+
+from checkpoints import load_reference, write_checkpoint
+from mtpserve.model_loader import load_model
+from paged import PagedLayout
+
+CONFIGS = {
+    # q_proj without LoRA; 4 groups keep 2; one dense layer; YaRN with mscale in the softmax scale.
+    "no-q-lora/grouped/yarn": dict(
+        q_lora_rank=None, n_group=4, topk_group=2, first_k_dense_replace=1,
+        rope_scaling=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=128,
+                          mscale=1.0, mscale_all_dim=1.0, beta_fast=32, beta_slow=1)),
+    # q LoRA; 2 groups keep 1; every layer MoE; plain RoPE.
+    "q-lora/all-moe": dict(q_lora_rank=24, n_group=2, topk_group=1, first_k_dense_replace=0),
+    # q LoRA; YaRN whose mscale != mscale_all_dim also scales cos/sin; two dense layers.
+    "q-lora/two-dense/yarn-mscale": dict(
+        q_lora_rank=40, n_group=4, topk_group=3, num_experts_per_tok=3, first_k_dense_replace=2,
+        num_hidden_layers=4, rope_scaling=dict(rope_type="yarn", factor=2.0, original_max_position_embeddings=256,
+                                               mscale=0.707, mscale_all_dim=1.0)),
+}
+PROMPT_LENS = [5, 23, 17, 1, 12]  # > 16 rows take the prefill form, the others the absorbed form
+DECODE_STEPS = 6
+BLOCK_SIZE = 4
+TOLERANCE = 1e-4
+
+
+def rel_err(ours: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((ours - ref).abs().max() / ref.abs().max()).item()
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS), ids=list(CONFIGS))
+def models(request, tmp_path_factory):
+    path = tmp_path_factory.mktemp("ckpt")
+    write_checkpoint(path, seed=len(request.param), **CONFIGS[request.param])
+    ref, ref_mtp = load_reference(path)
+    return ref, ref_mtp, load_model(path, dtype="float32")
+
+
+def run_target(ours, layout, caches, ids_per_seq, new_counts):
+    """One forward over the last new_counts[seq] tokens of each sequence."""
+    step = layout.step(new_counts)
+    ids = torch.cat([ids_per_seq[s][-n:] for s, n in new_counts.items()])
+    hidden = ours.target.forward(caches, ids, **step)
+    return hidden, ours.target.logits(hidden), step["query_start"]
+
+
+@torch.no_grad()
+def test_prefill_decode_and_mtp_match_transformers(models):
+    ref, ref_mtp, ours = models
+    vocab = ours.config.vocab_size
+    gen = torch.Generator().manual_seed(0)
+    seqs = [torch.randint(0, vocab, (n,), generator=gen) for n in PROMPT_LENS]
+    layout = PagedLayout(num_blocks=64, block_size=BLOCK_SIZE, seed=1)
+    caches, mtp_caches = ours.allocate_caches(64, BLOCK_SIZE)
+    for _ in seqs:
+        layout.add_sequence()
+
+    # Prefill every prompt in one batch.
+    hidden, logits, starts = run_target(ours, layout, caches, seqs, {s: len(t) for s, t in enumerate(seqs)})
+    hiddens = [hidden[starts[s]:starts[s + 1]] for s in range(len(seqs))]
+    for s, ids in enumerate(seqs):
+        expected = ref(ids[None]).logits[0]
+        assert rel_err(logits[starts[s]:starts[s + 1]], expected) <= TOLERANCE, f"prefill seq {s}"
+
+    # Decode one token per sequence per step through the paged cache.
+    for _ in range(DECODE_STEPS):
+        seqs = [torch.cat([ids, torch.randint(0, vocab, (1,), generator=gen)]) for ids in seqs]
+        hidden, logits, _ = run_target(ours, layout, caches, seqs, {s: 1 for s in range(len(seqs))})
+        for s, ids in enumerate(seqs):
+            hiddens[s] = torch.cat([hiddens[s], hidden[s:s + 1]])
+            assert rel_err(logits[s], ref(ids[None]).logits[0, -1]) <= TOLERANCE, f"decode seq {s}"
+
+    check_mtp(ours, ref, ref_mtp, seqs, hiddens, mtp_caches[0])
+
+
+def check_mtp(ours, ref, ref_mtp, seqs, hiddens, cache):
+    """MTP pair i = (token i+1, target hidden i), at rotary position i + 1 as in transformers: the
+    prompt's pairs in one batch, then the decoded ones a pair per step."""
+    mtp, layout = ours.mtp_layers[0], PagedLayout(num_blocks=64, block_size=BLOCK_SIZE, seed=2)
+    prompt_pairs = [n - 1 for n in PROMPT_LENS]
+    got = [[] for _ in seqs]
+    for s in range(len(seqs)):
+        layout.add_sequence()
+    schedule = [{s: n for s, n in enumerate(prompt_pairs) if n > 0}] + [{s: 1 for s in range(len(seqs))}] * DECODE_STEPS
+    for counts in schedule:
+        step = layout.step(counts, position_offset=1)
+        ids = torch.cat([seqs[s][layout.lens[s] - n + 1: layout.lens[s] + 1] for s, n in counts.items()])
+        prev = torch.cat([hiddens[s][layout.lens[s] - n: layout.lens[s]] for s, n in counts.items()])
+        out = mtp.logits(mtp.forward(ours.target, cache, ids, prev, **step))
+        for i, (s, n) in enumerate(counts.items()):
+            got[s].append(out[step["query_start"][i]:step["query_start"][i + 1]])
+    for s, ids in enumerate(seqs):
+        n = len(ids)
+        last_hidden = ref.model(ids[None]).last_hidden_state
+        ref_hidden = ref_mtp.forward_layer(0, last_hidden[:, : n - 1], torch.arange(1, n)[None], None,
+                                           input_ids=ids[None, 1:])
+        expected = ref_mtp._project_to_logits(ref_hidden)[0]
+        assert rel_err(torch.cat(got[s]), expected) <= TOLERANCE, f"mtp seq {s}"
