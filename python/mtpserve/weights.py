@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
@@ -19,59 +20,65 @@ class CheckpointError(ValueError):
     """The checkpoint files are missing, unreadable or inconsistent."""
 
 
-def checkpoint_files(model_dir: str | Path) -> dict[Path, list[str] | None]:
-    """Shard path -> tensor names to read from it (None: every tensor in the file)."""
+def tensor_locations(model_dir: str | Path) -> dict[str, Path]:
+    """Tensor name -> the safetensors file holding it."""
     model_dir = Path(model_dir)
     index = model_dir / INDEX_FILE
     if index.is_file():
         weight_map = json.loads(index.read_text()).get("weight_map")
         if not isinstance(weight_map, dict):
             raise CheckpointError(f"{index} has no 'weight_map'")
-        shards: dict[Path, list[str]] = defaultdict(list)
-        for name, shard in weight_map.items():
-            shards[model_dir / shard].append(name)
-        for shard in shards:
-            if not shard.is_file():
-                raise CheckpointError(f"shard {shard.name} listed in {INDEX_FILE} is missing from {model_dir}")
-        return dict(shards)
+        for shard in set(weight_map.values()):
+            if not (model_dir / shard).is_file():
+                raise CheckpointError(f"shard {shard} listed in {INDEX_FILE} is missing from {model_dir}")
+        return {name: model_dir / shard for name, shard in weight_map.items()}
     files = sorted(model_dir.glob("*.safetensors"))
     if not files:
         raise CheckpointError(f"no *.safetensors files in {model_dir}")
-    return {f: None for f in files}
+    locations = {}
+    for file in files:
+        with _open(file) as f:
+            locations.update({name: file for name in f.keys()})
+    return locations
 
 
 def load_weights(model_dir: str | Path, dtype: torch.dtype, device: str | torch.device = "cpu",
                  keep: Callable[[str], bool] = lambda name: True) -> dict[str, torch.Tensor]:
     """All tensors whose name passes `keep`, in `dtype` (router biases stay float32), on `device`."""
-    shards = checkpoint_files(model_dir)
+    locations = tensor_locations(model_dir)
+    wanted = [n for n in sorted(locations) if not n.endswith(fp8.SCALE_SUFFIX) and keep(n)]
+    by_shard: dict[Path, list[str]] = defaultdict(list)
+    for name in wanted:
+        by_shard[locations[name]].append(name)
     out: dict[str, torch.Tensor] = {}
-    with tqdm(desc=f"Loading {Path(model_dir).name}", unit="tensor", leave=False) as progress:
-        for shard, names in shards.items():
-            for name, tensor in _read_shard(shard, names, keep):
+    with ExitStack() as files, tqdm(total=len(wanted), desc=f"Loading {Path(model_dir).name}", unit="tensor") as bar:
+        opened = {path: files.enter_context(_open(path)) for path in set(locations.values())}
+        for shard, names in by_shard.items():
+            for name in names:
+                tensor = _read(opened[shard], name, shard)
+                if fp8.is_fp8(tensor):
+                    tensor = fp8.dequantize(name, tensor, _scale_for(name, locations, opened))
                 out[name] = tensor.to(device=device, dtype=torch.float32 if name.endswith("_bias") else dtype)
-                progress.update()
+                bar.update()
     return out
 
 
-def _read_shard(path: Path, names: list[str] | None, keep: Callable[[str], bool]):
+def _open(path: Path):
     try:
-        with safe_open(str(path), framework="pt", device="cpu") as f:
-            available = set(f.keys())
-            for name in sorted(names if names is not None else available):
-                if name.endswith(fp8.SCALE_SUFFIX) or not keep(name):
-                    continue
-                if name not in available:
-                    raise CheckpointError(f"tensor '{name}' is listed in {INDEX_FILE} but not in {path.name}")
-                tensor = f.get_tensor(name)
-                if fp8.is_fp8(tensor):
-                    tensor = fp8.dequantize(name, tensor, _scale_for(f, available, name, path))
-                yield name, tensor
+        return safe_open(str(path), framework="pt", device="cpu")
     except SafetensorError as e:
         raise CheckpointError(f"cannot read {path}: {e}") from e
 
 
-def _scale_for(f, available: set[str], name: str, path: Path) -> torch.Tensor:
+def _read(f, name: str, path: Path) -> torch.Tensor:
+    try:
+        return f.get_tensor(name)
+    except SafetensorError as e:
+        raise CheckpointError(f"cannot read tensor '{name}' from {path}: {e}") from e
+
+
+def _scale_for(name: str, locations: dict[str, Path], opened: dict) -> torch.Tensor:
     scale_name = name + fp8.SCALE_SUFFIX
-    if scale_name not in available:
-        raise CheckpointError(f"FP8 tensor '{name}' in {path.name} has no '{scale_name}'")
-    return f.get_tensor(scale_name)
+    if scale_name not in locations:
+        raise CheckpointError(f"FP8 tensor '{name}' has no '{scale_name}' in the checkpoint")
+    return _read(opened[locations[scale_name]], scale_name, locations[scale_name])
