@@ -1,0 +1,37 @@
+#include "core/sampling_params.h"
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace mtpserve {
+
+namespace {
+
+template <typename T>
+[[noreturn]] void reject(const char* field, T value, const char* expected) {
+  std::ostringstream msg;
+  msg << "SamplingParams." << field << " must be " << expected << ", got " << value;
+  throw std::invalid_argument(msg.str());
+}
+
+// Written as !(in range) so that NaN is rejected too.
+bool in_closed(double v, double lo, double hi) { return v >= lo && v <= hi; }
+
+}  // namespace
+
+void SamplingParams::validate() const {
+  if (!(temperature >= 0.0)) reject("temperature", temperature, ">= 0");
+  if (!(top_p > 0.0 && top_p <= 1.0)) reject("top_p", top_p, "in (0, 1]");
+  if (top_k < -1) reject("top_k", top_k, ">= 1, or 0 / -1 to disable it");
+  if (!in_closed(min_p, 0.0, 1.0)) reject("min_p", min_p, "in [0, 1]");
+  if (!in_closed(presence_penalty, -2.0, 2.0)) reject("presence_penalty", presence_penalty, "in [-2, 2]");
+  if (!in_closed(frequency_penalty, -2.0, 2.0)) reject("frequency_penalty", frequency_penalty, "in [-2, 2]");
+  if (max_tokens <= 0) reject("max_tokens", max_tokens, ">= 1");
+  if (logprobs < -1 || logprobs > 20) reject("logprobs", logprobs, "in [0, 20], or -1 for none");
+  for (int64_t id : stop_token_ids) {
+    if (id < 0) reject("stop_token_ids", id, "non-negative token ids");
+  }
+}
+
+}  // namespace mtpserve

@@ -1,0 +1,30 @@
+// Per-request sampling settings, named and defaulted like vLLM's SamplingParams.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace mtpserve {
+
+struct SamplingParams {
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;  // 0 or -1: off
+  double min_p = 0.0;
+  std::optional<uint64_t> seed;  // same seed -> same output, whatever the batch
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  int64_t max_tokens = 16;
+  std::vector<int64_t> stop_token_ids;
+  bool ignore_eos = false;
+  int64_t logprobs = -1;  // -1: none; n >= 0: the chosen token's logprob plus the top n
+
+  // Sampling collapses to argmax: speculative verification can then use exact match.
+  bool greedy() const { return temperature == 0.0 || top_k == 1; }
+
+  // Throws std::invalid_argument naming the first bad field and its value.
+  void validate() const;
+};
+
+}  // namespace mtpserve
