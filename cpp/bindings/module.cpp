@@ -4,10 +4,12 @@
 namespace mtpserve::bindings {
 void bind_model(pybind11::module_& m);
 void bind_core(pybind11::module_& m);
+void bind_engine(pybind11::module_& m);
 }  // namespace mtpserve::bindings
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "mtpserve C++ runtime";
   mtpserve::bindings::bind_model(m);
   mtpserve::bindings::bind_core(m);
+  mtpserve::bindings::bind_engine(m);
 }

@@ -164,7 +164,7 @@ ScheduledSequence Scheduler::make_scheduled(Sequence& seq, int64_t num_new_token
 }
 
 void Scheduler::throw_too_large(const Sequence& seq, int64_t num_tokens) const {
-  throw std::runtime_error("sequence " + std::to_string(seq.id) + " needs " +
+  throw SequenceTooLarge(seq.id, "sequence " + std::to_string(seq.id) + " needs " +
                            std::to_string(blocks_.num_blocks_for(num_tokens)) + " KV blocks for " +
                            std::to_string(num_tokens) + " tokens but the cache has only " +
                            std::to_string(blocks_.num_blocks()) + " blocks of " +

@@ -10,12 +10,20 @@
 
 #include <cstdint>
 #include <deque>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/block_manager.h"
 #include "core/sequence.h"
 
 namespace mtpserve {
+
+// A sequence that cannot fit in the whole cache even alone; the engine fails that request.
+struct SequenceTooLarge : std::runtime_error {
+  SequenceTooLarge(int64_t id, const std::string& message) : std::runtime_error(message), seq_id(id) {}
+  int64_t seq_id;
+};
 
 struct SchedulerConfig {
   int64_t max_tokens_per_batch = 10240;
@@ -51,8 +59,8 @@ class Scheduler {
 
   // Queues a new sequence. The engine owns it; the pointer must stay valid until finish().
   void add(Sequence* seq);
-  // Throws std::runtime_error when a sequence cannot fit in the whole cache even alone; it
-  // is left queued, and the engine should finish() it (kAbort) and schedule again.
+  // Throws SequenceTooLarge when a sequence cannot fit in the whole cache even alone; it is
+  // left queued, and the engine should finish() it (kAbort) and schedule again.
   SchedulerOutput schedule();
   // Frees the sequence's blocks, drops it from the queues and marks it finished.
   void finish(Sequence* seq, FinishReason reason);

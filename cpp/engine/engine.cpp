@@ -1,0 +1,383 @@
+#include "engine/engine.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "engine/rejection_sampler.h"
+#include "engine/step_input.h"
+
+namespace mtpserve {
+
+namespace {
+
+const char* reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    default: return "";
+  }
+}
+
+bool contains(const std::vector<int64_t>& ids, int64_t token) {
+  return std::find(ids.begin(), ids.end(), token) != ids.end();
+}
+
+}  // namespace
+
+Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Tensor> caches, const MtpLayer* mtp,
+               at::Tensor mtp_cache)
+    : config_(std::move(config)),
+      target_(target),
+      blocks_(config_.num_blocks, config_.block_size, config_.enable_prefix_cache),
+      scheduler_(config_.scheduler, blocks_),
+      executor_(target, std::move(caches)),
+      seeds_(config_.seed) {
+  if (config_.num_speculative_tokens > 0) {
+    if (mtp == nullptr || !mtp_cache.defined()) {
+      throw std::invalid_argument("num_speculative_tokens > 0 needs an MTP layer and its cache");
+    }
+    drafter_.emplace(*mtp, target.rope(), std::move(mtp_cache), config_.block_size);
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() { shutdown(); }
+
+void Engine::shutdown() {
+  {
+    std::lock_guard lock(inbox_mutex_);
+    stopping_ = true;
+  }
+  inbox_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::add_request(const std::string& id, std::vector<int64_t> prompt, SamplingParams params) {
+  params.validate();
+  const int64_t n = static_cast<int64_t>(prompt.size()), vocab = target_.config().vocab_size;
+  if (n == 0) throw std::invalid_argument("request '" + id + "': the prompt is empty");
+  if (n >= config_.max_model_len) {
+    throw std::invalid_argument("request '" + id + "': the prompt has " + std::to_string(n) +
+                                " tokens but max_model_len is " + std::to_string(config_.max_model_len) +
+                                ", which leaves no room to generate");
+  }
+  for (int64_t t : prompt) {
+    if (t < 0 || t >= vocab) {
+      throw std::invalid_argument("request '" + id + "': prompt token id " + std::to_string(t) +
+                                  " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    }
+  }
+  const int64_t blocks_needed = (n + config_.block_size) / config_.block_size;
+  if (blocks_needed > config_.num_blocks) {
+    throw std::invalid_argument("request '" + id + "': the prompt needs " + std::to_string(blocks_needed) +
+                                " KV-cache blocks but the cache has " + std::to_string(config_.num_blocks));
+  }
+  std::lock_guard lock(inbox_mutex_);
+  if (stopping_) throw std::runtime_error("the engine is shut down");
+  if (!live_ids_.emplace(id, true).second) {
+    throw std::invalid_argument("request id '" + id + "' is already in use");
+  }
+  const uint64_t seed = params.seed ? *params.seed : seeds_();
+  auto seq = std::make_unique<Sequence>(next_seq_id_++, std::move(prompt), std::move(params));
+  pending_.push_back(Request{id, std::move(seq), seed});
+  inbox_cv_.notify_all();
+}
+
+void Engine::abort(const std::string& id) {
+  std::lock_guard lock(inbox_mutex_);
+  aborts_.push_back(id);
+  inbox_cv_.notify_all();
+}
+
+void Engine::override_drafts(const std::string& id, std::vector<int64_t> future_outputs) {
+  std::lock_guard lock(inbox_mutex_);
+  overrides_.emplace_back(id, std::move(future_outputs));
+}
+
+std::vector<RequestOutput> Engine::get_outputs(double timeout_s) {
+  std::unique_lock lock(outbox_mutex_);
+  outbox_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return !outbox_.empty(); });
+  return std::exchange(outbox_, {});
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(stats_mutex_);
+  return stats_;
+}
+
+void Engine::loop() {
+  while (true) {
+    {
+      std::unique_lock lock(inbox_mutex_);
+      inbox_cv_.wait(lock, [&] {
+        return stopping_ || !pending_.empty() || !aborts_.empty() || scheduler_.has_unfinished();
+      });
+      if (stopping_) return;
+    }
+    drain_inbox();
+    step();
+    refresh_stats();
+    std::lock_guard lock(stats_mutex_);
+    stats_.steps += 1;
+  }
+}
+
+void Engine::drain_inbox() {
+  std::vector<Request> added;
+  std::vector<std::string> aborted;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> overrides;
+  {
+    std::lock_guard lock(inbox_mutex_);
+    added.swap(pending_);
+    aborted.swap(aborts_);
+    overrides.swap(overrides_);
+  }
+  for (auto& request : added) {
+    const int64_t seq_id = request.seq->id;
+    ids_[request.id] = seq_id;
+    Sequence* seq = request.seq.get();
+    requests_.emplace(seq_id, std::move(request));
+    scheduler_.add(seq);
+    std::lock_guard lock(stats_mutex_);
+    stats_.prompt_tokens += seq->num_prompt_tokens;
+  }
+  for (auto& [id, future] : overrides) {
+    if (auto it = ids_.find(id); it != ids_.end()) requests_.at(it->second).forced_drafts = std::move(future);
+  }
+  std::vector<RequestOutput> outputs;
+  for (const auto& id : aborted) {
+    auto it = ids_.find(id);
+    if (it == ids_.end()) continue;  // finished already, or never accepted
+    Request& request = requests_.at(it->second);
+    RequestOutput out{request.id};
+    finish(request, FinishReason::kAbort, out);
+    requests_.erase(request.seq->id);
+    outputs.push_back(std::move(out));
+  }
+  publish(std::move(outputs));
+}
+
+void Engine::step() {
+  SchedulerOutput plan;
+  try {
+    plan = scheduler_.schedule();
+  } catch (const SequenceTooLarge& e) {
+    fail_sequence(e.seq_id, e.what());
+    return;
+  }
+  if (plan.empty()) return;
+  try {
+    StepInput input = build_step_input(plan.scheduled, config_.block_size, target_.embedding().device());
+    ExecutorOutput result = executor_.run(input);
+    SampleResult plain = sample_plain(input, plan, result.logits);
+
+    std::vector<RequestOutput> outputs;
+    std::vector<int64_t> first_pairs;
+    size_t plain_row = 0;
+    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+      Sequence& seq = *plan.scheduled[i].seq;
+      first_pairs.push_back(seq.num_computed_tokens);
+      const int64_t samples = input.num_samples[i];
+      if (samples == 0) {
+        seq.num_computed_tokens += plan.scheduled[i].num_new_tokens;
+        continue;
+      }
+      Request& request = requests_.at(seq.id);
+      RequestOutput out{request.id};
+      out.num_prompt_tokens = seq.num_prompt_tokens;
+      out.num_cached_tokens = seq.num_cached_tokens;
+      std::vector<int64_t> emitted;
+      if (samples == 1) {
+        emitted = {plain.tokens[plain_row]};
+        if (seq.params.logprobs >= 0) out.logprobs.push_back(plain.logprobs[plain_row]);
+        ++plain_row;
+        seq.num_computed_tokens += plan.scheduled[i].num_new_tokens;
+      } else {
+        emitted = verify(request, result.logits, input.first_sample[i], samples, out.logprobs);
+        seq.num_computed_tokens += static_cast<int64_t>(emitted.size());
+      }
+      const bool done = append_tokens(request, emitted, out);
+      out.spec = request.spec;
+      if (done) {
+        out.logprobs.resize(std::min(out.logprobs.size(), out.token_ids.size()));
+        requests_.erase(seq.id);
+      }
+      outputs.push_back(std::move(out));
+    }
+    if (drafter_) draft(plan, input, first_pairs, result.hidden);
+    for (const auto& s : plan.scheduled) {
+      if (!s.seq->is_finished()) blocks_.commit(*s.seq);
+    }
+    publish(std::move(outputs));
+  } catch (const std::exception& e) {
+    fail_step(plan, e.what());
+  }
+}
+
+SampleResult Engine::sample_plain(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits) {
+  std::vector<SamplingRow> rows;
+  std::vector<int64_t> row_ids;
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    if (input.num_samples[i] != 1) continue;
+    const Request& r = requests_.at(plan.scheduled[i].seq->id);
+    const Sequence& seq = *r.seq;
+    rows.push_back({&seq.params, std::span<const int64_t>(seq.tokens).subspan(seq.num_prompt_tokens), r.seed,
+                    static_cast<uint64_t>(seq.num_output_tokens())});
+    row_ids.push_back(input.first_sample[i]);
+  }
+  if (rows.empty()) return {};
+  return sampler_.sample(logits.index_select(0, at::tensor(row_ids, at::kLong).to(logits.device())), rows);
+}
+
+std::vector<int64_t> Engine::verify(Request& request, const at::Tensor& logits, int64_t first_row, int64_t rows,
+                                    std::vector<TokenLogprobs>& logprobs) {
+  Sequence& seq = *request.seq;
+  // Row j is judged with the drafts before it counted as output (penalties see them).
+  std::vector<int64_t> history(seq.tokens.begin() + seq.num_prompt_tokens, seq.tokens.end());
+  history.insert(history.end(), seq.draft_tokens.begin(), seq.draft_tokens.end());
+  const auto first_draw = static_cast<uint64_t>(seq.num_output_tokens());
+  std::vector<SamplingRow> sampling_rows;
+  for (int64_t j = 0; j < rows; ++j) {
+    sampling_rows.push_back({&seq.params, std::span<const int64_t>(history).first(seq.num_output_tokens() + j),
+                             request.seed, first_draw + j});
+  }
+  auto seq_logits = logits.narrow(0, first_row, rows);
+  auto probs = sampler_.probabilities(seq_logits, sampling_rows);
+  Verification v = verify_drafts(probs, seq.draft_tokens, seq.params.greedy(), request.seed, first_draw);
+  if (seq.params.logprobs >= 0) {
+    for (size_t j = 0; j < v.tokens.size(); ++j) {
+      logprobs.push_back(Sampler::token_logprobs(seq_logits[j], v.tokens[j], seq.params.logprobs));
+    }
+  }
+  SpecCounters& spec = request.spec;
+  spec.drafts += 1;
+  spec.draft_tokens += static_cast<int64_t>(seq.draft_tokens.size());
+  spec.accepted_tokens += v.accepted;
+  spec.accepted_per_position.resize(std::max(spec.accepted_per_position.size(), seq.draft_tokens.size()), 0);
+  for (int64_t j = 0; j < v.accepted; ++j) spec.accepted_per_position[j] += 1;
+  {
+    std::lock_guard lock(stats_mutex_);
+    SpecCounters& total = stats_.spec;
+    total.drafts += 1;
+    total.draft_tokens += static_cast<int64_t>(seq.draft_tokens.size());
+    total.accepted_tokens += v.accepted;
+    total.accepted_per_position.resize(std::max(total.accepted_per_position.size(), seq.draft_tokens.size()), 0);
+    for (int64_t j = 0; j < v.accepted; ++j) total.accepted_per_position[j] += 1;
+  }
+  seq.draft_tokens.clear();
+  return v.tokens;
+}
+
+int64_t Engine::draft_budget(const Sequence& seq) const {
+  // No drafts past max_tokens or past the context (the next step feeds positions up to n - 1 + k).
+  const int64_t k = std::min({config_.num_speculative_tokens, seq.params.max_tokens - seq.num_output_tokens() - 1,
+                              config_.max_model_len - seq.num_tokens()});
+  return std::max<int64_t>(0, k);
+}
+
+void Engine::draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
+                   const at::Tensor& hidden) {
+  std::vector<DraftRequest> requests;
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    Sequence& seq = *plan.scheduled[i].seq;
+    if (seq.is_finished()) continue;
+    int64_t k = input.num_samples[i] > 0 ? draft_budget(seq) : 0;
+    if (k > 0 && !blocks_.can_reserve(seq, k)) k = 0;  // drafting is optional work
+    if (k > 0) blocks_.reserve(seq, k);
+    requests.push_back({&seq, first_pairs[i], seq.num_computed_tokens - first_pairs[i],
+                        input.attention.query_start[i], k});
+  }
+  drafter_->propose(requests, hidden);
+  for (const auto& r : requests) {
+    const Request& request = requests_.at(r.seq->id);
+    if (request.forced_drafts.empty() || r.num_drafts == 0) continue;
+    const auto n = static_cast<size_t>(r.seq->num_output_tokens());
+    const size_t end = std::min(request.forced_drafts.size(), n + r.num_drafts);
+    r.seq->draft_tokens.assign(request.forced_drafts.begin() + std::min(n, end), request.forced_drafts.begin() + end);
+  }
+}
+
+bool Engine::append_tokens(Request& request, const std::vector<int64_t>& tokens, RequestOutput& out) {
+  Sequence& seq = *request.seq;
+  for (int64_t token : tokens) {
+    seq.append_token(token);
+    out.token_ids.push_back(token);
+    std::optional<FinishReason> reason;
+    if (!seq.params.ignore_eos && contains(config_.eos_token_ids, token)) {
+      reason = FinishReason::kStop;
+    } else if (contains(seq.params.stop_token_ids, token)) {
+      reason = FinishReason::kStop;
+      out.stop_token = token;
+    } else if (seq.num_output_tokens() >= seq.params.max_tokens || seq.num_tokens() >= config_.max_model_len) {
+      reason = FinishReason::kLength;
+    }
+    if (reason) {
+      finish(request, *reason, out);
+      return true;
+    }
+  }
+  return false;
+}
+
+void Engine::finish(Request& request, FinishReason reason, RequestOutput& out) {
+  scheduler_.finish(request.seq.get(), reason);
+  out.finished = true;
+  out.finish_reason = reason_name(reason);
+  ids_.erase(request.id);
+  std::lock_guard lock(inbox_mutex_);
+  live_ids_.erase(request.id);
+}
+
+void Engine::fail_sequence(int64_t seq_id, const std::string& error) {
+  auto it = requests_.find(seq_id);
+  if (it == requests_.end()) return;
+  RequestOutput out{it->second.id};
+  finish(it->second, FinishReason::kAbort, out);
+  out.finish_reason = "error";
+  out.error = error;
+  requests_.erase(it);
+  publish({std::move(out)});
+}
+
+void Engine::fail_step(const SchedulerOutput& plan, const std::string& error) {
+  std::vector<RequestOutput> outputs;
+  for (const auto& s : plan.scheduled) {
+    auto it = requests_.find(s.seq->id);
+    if (it == requests_.end()) continue;
+    RequestOutput out{it->second.id};
+    finish(it->second, FinishReason::kAbort, out);
+    out.finish_reason = "error";
+    out.error = error;
+    requests_.erase(it);
+    outputs.push_back(std::move(out));
+  }
+  publish(std::move(outputs));
+}
+
+void Engine::publish(std::vector<RequestOutput> outputs) {
+  if (outputs.empty()) return;
+  // Stats first: whoever reads an output then sees the engine state that produced it.
+  refresh_stats();
+  {
+    std::lock_guard lock(stats_mutex_);
+    for (const auto& out : outputs) stats_.generation_tokens += out.token_ids.size();
+  }
+  std::lock_guard lock(outbox_mutex_);
+  for (auto& out : outputs) outbox_.push_back(std::move(out));
+  outbox_cv_.notify_all();
+}
+
+void Engine::refresh_stats() {
+  std::lock_guard lock(stats_mutex_);
+  stats_.running = scheduler_.num_running();
+  stats_.waiting = scheduler_.num_waiting();
+  stats_.kv_usage = blocks_.usage();
+  stats_.prefix_queries = blocks_.prefix_cache_queries();
+  stats_.prefix_hits = blocks_.prefix_cache_hits();
+}
+
+}  // namespace mtpserve

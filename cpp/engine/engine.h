@@ -1,0 +1,121 @@
+#pragma once
+// The engine loop: schedule -> build step -> execute -> sample -> update, on its own thread.
+// add_request / abort / get_outputs are thread-safe and never wait on a step.
+#include <ATen/core/Tensor.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/block_manager.h"
+#include "core/scheduler.h"
+#include "engine/executor.h"
+#include "engine/mtp_drafter.h"
+#include "engine/request_output.h"
+#include "engine/sampler.h"
+
+namespace mtpserve {
+
+struct EngineConfig {
+  int64_t block_size = 128;
+  int64_t num_blocks = 0;
+  bool enable_prefix_cache = true;
+  SchedulerConfig scheduler;
+  int64_t max_model_len = 0;
+  std::vector<int64_t> eos_token_ids;
+  uint64_t seed = 0;  // seeds requests that bring no seed of their own
+  int64_t num_speculative_tokens = 0;  // k MTP drafts per step; 0 disables MTP
+};
+
+struct EngineStats {
+  int64_t running = 0, waiting = 0;
+  double kv_usage = 0;
+  uint64_t prefix_queries = 0, prefix_hits = 0;
+  uint64_t prompt_tokens = 0, generation_tokens = 0, steps = 0;
+  SpecCounters spec;
+};
+
+class Engine {
+ public:
+  // With num_speculative_tokens > 0, `mtp` drafts and `mtp_cache` is its latent cache.
+  Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Tensor> caches, const MtpLayer* mtp = nullptr,
+         at::Tensor mtp_cache = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Throws std::invalid_argument for a bad request; nothing is queued then.
+  void add_request(const std::string& id, std::vector<int64_t> prompt, SamplingParams params);
+  void abort(const std::string& id);
+  // Tests only: request `id` drafts future_outputs[n .. n + k) at output index n instead of the
+  // MTP layer's argmax (the MTP layer still runs), to drive acceptance on purpose.
+  void override_drafts(const std::string& id, std::vector<int64_t> future_outputs);
+  // Outputs gathered so far, waiting up to timeout_s for the first one.
+  std::vector<RequestOutput> get_outputs(double timeout_s);
+  EngineStats stats() const;
+  void shutdown();
+
+ private:
+  struct Request {
+    std::string id;
+    std::unique_ptr<Sequence> seq;
+    uint64_t seed;
+    SpecCounters spec;
+    std::vector<int64_t> forced_drafts;
+  };
+
+  void loop();
+  void drain_inbox();
+  void step();
+  SampleResult sample_plain(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits);
+  // Verifies the drafts of scheduled sequence i; returns the tokens to emit.
+  std::vector<int64_t> verify(Request& request, const at::Tensor& logits, int64_t first_row, int64_t rows,
+                              std::vector<TokenLogprobs>& logprobs);
+  void draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
+             const at::Tensor& hidden);
+  int64_t draft_budget(const Sequence& seq) const;
+  void fail_step(const SchedulerOutput& plan, const std::string& error);
+  void fail_sequence(int64_t seq_id, const std::string& error);
+  void finish(Request& request, FinishReason reason, RequestOutput& out);
+  // Appends sampled tokens up to the first stop; true when the request is finished.
+  bool append_tokens(Request& request, const std::vector<int64_t>& tokens, RequestOutput& out);
+  void publish(std::vector<RequestOutput> outputs);
+  void refresh_stats();
+
+  EngineConfig config_;
+  const DeepSeekV3& target_;
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  Executor executor_;
+  Sampler sampler_;
+  std::optional<MtpDrafter> drafter_;
+  std::mt19937_64 seeds_;
+  std::unordered_map<int64_t, Request> requests_;  // by sequence id; loop thread only
+  std::unordered_map<std::string, int64_t> ids_;  // request id -> sequence id; loop thread only
+  int64_t next_seq_id_ = 0;
+
+  std::mutex inbox_mutex_;
+  std::condition_variable inbox_cv_;
+  std::vector<Request> pending_;
+  std::vector<std::string> aborts_;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> overrides_;
+  std::unordered_map<std::string, bool> live_ids_;  // ids accepted and not yet finished
+  bool stopping_ = false;
+
+  std::mutex outbox_mutex_;
+  std::condition_variable outbox_cv_;
+  std::vector<RequestOutput> outbox_;
+
+  mutable std::mutex stats_mutex_;
+  EngineStats stats_;
+
+  std::thread thread_;
+};
+
+}  // namespace mtpserve

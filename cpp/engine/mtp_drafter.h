@@ -1,0 +1,40 @@
+#pragma once
+// Drafts with the model's MTP layer. MTP pair i = (token i+1, target hidden state i) lives in the
+// MTP cache at the target's cache position i (same block tables) and is rotated at position
+// i + 1; its output predicts token i + 2. After each target step the pairs of every newly
+// computed position are run (filling the MTP cache) and the last one gives draft 1; drafts
+// 2..k recurse on the layer's own output, writing positions that later steps overwrite.
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "core/sequence.h"
+#include "model/mtp_layer.h"
+#include "model/rotary_embedding.h"
+
+namespace mtpserve {
+
+struct DraftRequest {
+  Sequence* seq;
+  int64_t first_pair;  // first target position computed this step
+  int64_t num_pairs;   // positions computed this step (their hidden states are at hidden_row...)
+  int64_t hidden_row;
+  int64_t num_drafts;  // drafts wanted; 0 only fills the MTP cache
+};
+
+class MtpDrafter {
+ public:
+  MtpDrafter(const MtpLayer& layer, const RotaryEmbedding& rope, at::Tensor cache, int64_t block_size)
+      : layer_(layer), rope_(rope), cache_(std::move(cache)), block_size_(block_size) {}
+
+  // Sets each request's seq->draft_tokens (tokens up to first_pair + num_pairs must be known).
+  void propose(const std::vector<DraftRequest>& requests, const at::Tensor& target_hidden) const;
+
+ private:
+  const MtpLayer& layer_;
+  const RotaryEmbedding& rope_;
+  at::Tensor cache_;
+  int64_t block_size_;
+};
+
+}  // namespace mtpserve

@@ -1,0 +1,83 @@
+"""The `mtpserve` command. Flags follow xLLM's spelling: --flag=value or --flag value, booleans true/false."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mtpserve.engine_args import EngineArgs
+
+
+def parse_bool(value: str) -> bool:
+    if value.lower() in ("true", "1", "yes"):
+        return True
+    if value.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    defaults = EngineArgs.__dataclass_fields__
+    parser.add_argument("--model", default=None, help="HF DeepSeek-V3 directory (default: the embedded tiny model)")
+    for name, kind in (("devices", str), ("dtype", str), ("block_size", int), ("max_memory_utilization", float),
+                       ("max_cache_blocks", int), ("max_tokens_per_batch", int), ("max_seqs_per_batch", int),
+                       ("enable_prefix_cache", parse_bool), ("enable_chunked_prefill", parse_bool),
+                       ("max_model_len", int), ("draft_model", str), ("draft_devices", str),
+                       ("num_speculative_tokens", int), ("seed", int)):
+        parser.add_argument(f"--{name}", type=kind, default=defaults[name].default)
+
+
+def engine_args(ns: argparse.Namespace) -> EngineArgs:
+    return EngineArgs(**{name: getattr(ns, name) for name in EngineArgs.__dataclass_fields__})
+
+
+def cmd_generate(ns: argparse.Namespace) -> int:
+    from mtpserve.llm import LLM
+    from mtpserve.sampling_params import SamplingParams
+
+    llm = LLM(**vars(engine_args(ns)))
+    params = SamplingParams(max_tokens=ns.max_tokens, temperature=ns.temperature, top_p=ns.top_p, top_k=ns.top_k,
+                            seed=ns.sampling_seed)
+    try:
+        if ns.chat:
+            outputs = llm.chat([[{"role": "user", "content": p}] for p in ns.prompt], params)
+        else:
+            outputs = llm.generate(ns.prompt, params)
+        for out in outputs:
+            completion = out.outputs[0]
+            print(f"=== {out.prompt if out.prompt is not None else ns.prompt[int(out.request_id)]!r}")
+            print(completion.text)
+            m = out.metrics
+            print(f"--- {len(completion.token_ids)} tokens, finish_reason={completion.finish_reason}"
+                  + (f", acceptance_rate={m.acceptance_rate:.3f}" if m.acceptance_rate is not None else ""))
+    finally:
+        llm.shutdown()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mtpserve", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    gen = commands.add_parser("generate", help="generate completions offline")
+    add_engine_flags(gen)
+    gen.add_argument("--prompt", action="append", required=True, help="a prompt (repeat for several)")
+    gen.add_argument("--chat", type=parse_bool, default=True, help="wrap prompts in the chat template")
+    gen.add_argument("--max_tokens", type=int, default=64)
+    gen.add_argument("--temperature", type=float, default=0.0)
+    gen.add_argument("--top_p", type=float, default=1.0)
+    gen.add_argument("--top_k", type=int, default=0)
+    gen.add_argument("--sampling_seed", type=int, default=None)
+    gen.set_defaults(run=cmd_generate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
+    try:
+        return ns.run(ns)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"mtpserve: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Engine arguments, named like the server flags (xLLM spelling), shared by LLM, the CLI and serve."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+# The small trained DeepSeek-V3 + MTP model shipped in the repository.
+DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "tiny-dsv3-mtp"
+
+
+@dataclass
+class EngineArgs:
+    model: str | None = None
+    devices: str = "cpu"
+    dtype: str = "auto"
+    block_size: int = 128
+    max_memory_utilization: float = 0.9
+    max_cache_blocks: int | None = None
+    max_tokens_per_batch: int = 10240
+    max_seqs_per_batch: int = 256
+    enable_prefix_cache: bool = True
+    enable_chunked_prefill: bool = True
+    max_model_len: int | None = None
+    draft_model: str | None = None
+    draft_devices: str | None = None
+    num_speculative_tokens: int = 0
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.model is None:
+            self.model = str(DEFAULT_MODEL)
+        for name in ("block_size", "max_tokens_per_batch", "max_seqs_per_batch"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if not 0 < self.max_memory_utilization <= 1:
+            raise ValueError(f"max_memory_utilization must be in (0, 1], got {self.max_memory_utilization!r}")
+        if self.max_cache_blocks is not None and self.max_cache_blocks <= 0:
+            raise ValueError(f"max_cache_blocks must be a positive integer, got {self.max_cache_blocks!r}")
+        if self.max_model_len is not None and self.max_model_len <= 1:
+            raise ValueError(f"max_model_len must be > 1, got {self.max_model_len!r}")
+        if not isinstance(self.num_speculative_tokens, int) or self.num_speculative_tokens < 0:
+            raise ValueError(f"num_speculative_tokens must be an integer >= 0, got {self.num_speculative_tokens!r}")
+        if self.device != "cpu":
+            raise ValueError(f"devices={self.devices!r}: only 'cpu' runs the engine so far")
+
+    @property
+    def device(self) -> str:
+        return self.devices.strip()
+
+    @property
+    def model_path(self) -> Path:
+        path = Path(self.model)
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"--model {self.model}: no config.json there; pass an HF DeepSeek-V3 directory")
+        return path

@@ -1,0 +1,85 @@
+"""Turns the engine's per-step token deltas into vLLM-shaped results: incremental text, stop
+strings (which end a request at exactly the token that completes them), logprobs, metrics."""
+from __future__ import annotations
+
+import time
+
+from mtpserve.detokenizer import IncrementalDetokenizer
+from mtpserve.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
+from mtpserve.sampling_params import SamplingParams
+from mtpserve.stop_strings import StopStringMatcher
+
+
+class RequestState:
+    def __init__(self, request_id: str, prompt: str | None, prompt_token_ids: list[int],
+                 params: SamplingParams, tokenizer):
+        self.request_id = request_id
+        self.prompt = prompt
+        self.prompt_token_ids = prompt_token_ids
+        self.params = params
+        self.tokenizer = tokenizer
+        self.detokenizer = IncrementalDetokenizer(tokenizer, prompt_token_ids, params.skip_special_tokens)
+        self.stops = StopStringMatcher(params.stop, params.include_stop_str_in_output) if params.stop else None
+        self.token_ids: list[int] = []
+        self.logprobs: list[dict[int, Logprob]] | None = [] if params.logprobs is not None else None
+        self.cumulative_logprob = 0.0 if params.logprobs is not None else None
+        self.text = ""
+        self.finish_reason: str | None = None
+        self.stop_reason: int | str | None = None
+        self.error: str | None = None
+        self.metrics = RequestMetrics(arrival_time=time.time(), num_prompt_tokens=len(prompt_token_ids))
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None or self.error is not None
+
+    def process(self, delta) -> bool:
+        """Consumes one engine output. Returns True when a stop string ended the request here,
+        so the caller must abort it in the engine."""
+        now = time.time()
+        if delta.token_ids and self.metrics.first_token_time is None:
+            self.metrics.first_token_time = now
+        self._record_counters(delta)
+        for i, token in enumerate(delta.token_ids):
+            self.token_ids.append(token)
+            if self.logprobs is not None:
+                self._add_logprobs(delta.logprobs[i])
+            new_text = self.detokenizer.add([token])
+            self.text += new_text
+            if self.stops and new_text:
+                stop, truncated = self.stops.check(self.detokenizer.text, len(new_text))
+                if stop is not None:
+                    self.text, self.finish_reason, self.stop_reason = truncated, "stop", stop
+                    self.metrics.finished_time = now
+                    return True
+        if delta.finished:
+            self.metrics.finished_time = now
+            if delta.finish_reason == "error":
+                self.error = delta.error
+                return False
+            self.text += self.detokenizer.flush()
+            self.finish_reason = delta.finish_reason
+            self.stop_reason = delta.stop_token
+        return False
+
+    def _record_counters(self, delta) -> None:
+        m = self.metrics
+        m.num_cached_tokens = max(m.num_cached_tokens, delta.num_cached_tokens)
+        spec = delta.spec
+        m.num_drafts, m.num_draft_tokens, m.num_accepted_tokens = spec.drafts, spec.draft_tokens, spec.accepted_tokens
+        m.accepted_per_position = list(spec.accepted_per_position)
+
+    def _add_logprobs(self, lp) -> None:
+        decode = lambda t: self.tokenizer.decode([t], skip_special_tokens=False)  # noqa: E731
+        entry = {lp.token: Logprob(lp.logprob, lp.rank, decode(lp.token))}
+        for rank, (token, value) in enumerate(lp.top, start=1):
+            entry.setdefault(token, Logprob(value, rank, decode(token)))
+        self.logprobs.append(entry)
+        self.cumulative_logprob += lp.logprob
+
+    def output(self) -> RequestOutput:
+        self.metrics.num_generation_tokens = len(self.token_ids)
+        completion = CompletionOutput(0, self.text, list(self.token_ids), self.cumulative_logprob, self.logprobs,
+                                      self.finish_reason, self.stop_reason)
+        return RequestOutput(self.request_id, self.prompt, self.prompt_token_ids, [completion], self.finished,
+                             self.metrics)

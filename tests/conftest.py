@@ -1,0 +1,17 @@
+"""Shared fixtures: a random tiny DeepSeek-V3 + MTP checkpoint with a tokenizer, usable by LLM."""
+import pytest
+
+from checkpoints import write_checkpoint
+from tiny_tokenizer import write_tiny_tokenizer
+
+# 512 ids cover the tiny tokenizer's 400; two groups of experts, q LoRA, one dense layer.
+TINY_MODEL = dict(vocab_size=512, q_lora_rank=24, n_group=2, topk_group=1, num_hidden_layers=3,
+                  max_position_embeddings=256, eos_token_id=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny_model")
+    write_checkpoint(path, seed=11, **TINY_MODEL)
+    write_tiny_tokenizer(path)
+    return path
