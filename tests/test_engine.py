@@ -75,6 +75,7 @@ def test_preemption_keeps_outputs_identical(tiny_model_dir, llm):
     small = LLM(str(tiny_model_dir), dtype="float32", block_size=8, max_cache_blocks=24)
     try:
         assert tokens(small.generate(batch, params)) == tokens(llm.generate(batch, params))
+        assert small.stats().preemptions > 0
         assert_all_blocks_free(small)
     finally:
         small.shutdown()

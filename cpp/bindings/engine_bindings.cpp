@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include "engine/engine.h"
+#include "engine/rejection_sampler.h"
 
 namespace py = pybind11;
 
@@ -42,6 +43,7 @@ void bind_outputs(py::module_& m) {
       .def_readonly("prompt_tokens", &EngineStats::prompt_tokens)
       .def_readonly("generation_tokens", &EngineStats::generation_tokens)
       .def_readonly("steps", &EngineStats::steps)
+      .def_readonly("preemptions", &EngineStats::preemptions)
       .def_readonly("spec", &EngineStats::spec);
 }
 
@@ -49,6 +51,14 @@ void bind_outputs(py::module_& m) {
 
 void bind_engine(py::module_& m) {
   bind_outputs(m);
+  m.def(
+      "verify_drafts",
+      [](const at::Tensor& probs, const std::vector<int64_t>& drafts, bool greedy, uint64_t seed, uint64_t first_draw) {
+        Verification v = verify_drafts(probs, drafts, greedy, seed, first_draw);
+        return std::make_pair(v.tokens, v.accepted);
+      },
+      py::arg("probs"), py::arg("drafts"), py::arg("greedy"), py::arg("seed"), py::arg("first_draw"),
+      "Speculative verification of drafts against target distributions [drafts + 1, vocab].");
   py::class_<EngineConfig>(m, "EngineConfig")
       .def(py::init<>())
       .def_readwrite("block_size", &EngineConfig::block_size)

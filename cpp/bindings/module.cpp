@@ -5,6 +5,7 @@ namespace mtpserve::bindings {
 void bind_model(pybind11::module_& m);
 void bind_core(pybind11::module_& m);
 void bind_engine(pybind11::module_& m);
+void bind_kernels(pybind11::module_& m);
 }  // namespace mtpserve::bindings
 
 PYBIND11_MODULE(_C, m) {
@@ -12,4 +13,5 @@ PYBIND11_MODULE(_C, m) {
   mtpserve::bindings::bind_model(m);
   mtpserve::bindings::bind_core(m);
   mtpserve::bindings::bind_engine(m);
+  mtpserve::bindings::bind_kernels(m);
 }

@@ -43,6 +43,7 @@ std::vector<int32_t> BlockManager::lookup(const Sequence& seq) const {
     hit.push_back(it->second);
     parent = h;
   }
+  if (recompute_last_hit_block_ && !hit.empty()) hit.pop_back();
   return hit;
 }
 

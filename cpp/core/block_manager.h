@@ -54,6 +54,10 @@ class BlockManager {
   uint64_t prefix_cache_queries() const { return queries_; }  // tokens looked up at admissions
   uint64_t prefix_cache_hits() const { return hits_; }        // of those, tokens served
 
+  // With MTP the draft layer's cache row at a block's last position depends on the token after
+  // the block, which a match does not cover: then the last matched block is recomputed.
+  void set_recompute_last_hit_block(bool on) { recompute_last_hit_block_ = on; }
+
   // Tests only: keeps just these bits of every hash, forcing collisions (0: all collide).
   void set_hash_mask_for_testing(uint64_t mask) { hash_mask_ = mask; }
 
@@ -86,6 +90,7 @@ class BlockManager {
   uint64_t queries_ = 0;
   uint64_t hits_ = 0;
   uint64_t hash_mask_ = ~0ULL;
+  bool recompute_last_hit_block_ = false;
 };
 
 }  // namespace mtpserve

@@ -37,6 +37,7 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
       executor_(target, std::move(caches)),
       seeds_(config_.seed) {
   if (config_.num_speculative_tokens > 0) {
+    blocks_.set_recompute_last_hit_block(true);
     if (mtp == nullptr || !mtp_cache.defined()) {
       throw std::invalid_argument("num_speculative_tokens > 0 needs an MTP layer and its cache");
     }
@@ -145,8 +146,17 @@ void Engine::drain_inbox() {
     std::lock_guard lock(stats_mutex_);
     stats_.prompt_tokens += seq->num_prompt_tokens;
   }
+  std::vector<std::pair<std::string, std::vector<int64_t>>> not_yet_added;
   for (auto& [id, future] : overrides) {
-    if (auto it = ids_.find(id); it != ids_.end()) requests_.at(it->second).forced_drafts = std::move(future);
+    if (auto it = ids_.find(id); it != ids_.end()) {
+      requests_.at(it->second).forced_drafts = std::move(future);
+    } else {
+      not_yet_added.emplace_back(id, std::move(future));  // the request is still on its way in
+    }
+  }
+  if (!not_yet_added.empty()) {
+    std::lock_guard lock(inbox_mutex_);
+    for (auto& entry : not_yet_added) overrides_.push_back(std::move(entry));
   }
   std::vector<RequestOutput> outputs;
   for (const auto& id : aborted) {
@@ -169,6 +179,10 @@ void Engine::step() {
     fail_sequence(e.seq_id, e.what());
     return;
   }
+  if (!plan.preempted.empty()) {
+    std::lock_guard lock(stats_mutex_);
+    stats_.preemptions += plan.preempted.size();
+  }
   if (plan.empty()) return;
   try {
     StepInput input = build_step_input(plan.scheduled, config_.block_size, target_.embedding().device());
@@ -176,7 +190,7 @@ void Engine::step() {
     SampleResult plain = sample_plain(input, plan, result.logits);
 
     std::vector<RequestOutput> outputs;
-    std::vector<int64_t> first_pairs;
+    std::vector<int64_t> first_pairs, finished;  // finished requests are dropped once the step is done
     size_t plain_row = 0;
     for (size_t i = 0; i < plan.scheduled.size(); ++i) {
       Sequence& seq = *plan.scheduled[i].seq;
@@ -204,7 +218,7 @@ void Engine::step() {
       out.spec = request.spec;
       if (done) {
         out.logprobs.resize(std::min(out.logprobs.size(), out.token_ids.size()));
-        requests_.erase(seq.id);
+        finished.push_back(seq.id);
       }
       outputs.push_back(std::move(out));
     }
@@ -212,6 +226,7 @@ void Engine::step() {
     for (const auto& s : plan.scheduled) {
       if (!s.seq->is_finished()) blocks_.commit(*s.seq);
     }
+    for (int64_t id : finished) requests_.erase(id);
     publish(std::move(outputs));
   } catch (const std::exception& e) {
     fail_step(plan, e.what());

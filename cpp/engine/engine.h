@@ -37,7 +37,7 @@ struct EngineStats {
   int64_t running = 0, waiting = 0;
   double kv_usage = 0;
   uint64_t prefix_queries = 0, prefix_hits = 0;
-  uint64_t prompt_tokens = 0, generation_tokens = 0, steps = 0;
+  uint64_t prompt_tokens = 0, generation_tokens = 0, steps = 0, preemptions = 0;
   SpecCounters spec;
 };
 
