@@ -141,3 +141,21 @@ def test_greedy_matches_transformers_generate_with_mtp(tiny_model_dir):
             assert tokens(llm.generate([prompt], params)) == [expected]
     finally:
         llm.shutdown()
+
+
+def test_draft_model_flags_are_checked(tiny_model_dir, tmp_path):
+    with pytest.raises(ValueError, match="draft_devices"):
+        LLM(str(tiny_model_dir), draft_model=str(tiny_model_dir), draft_devices="npu:1", num_speculative_tokens=1)
+    with pytest.raises(FileNotFoundError, match="draft_model"):
+        LLM(str(tiny_model_dir), draft_model=str(tmp_path), num_speculative_tokens=1)
+
+
+def test_main_checkpoint_as_draft_model_equals_builtin_mtp(tiny_model_dir):
+    batch = BATCHES[4]
+    results = []
+    for draft in (None, str(tiny_model_dir)):
+        llm = LLM(str(tiny_model_dir), **BASE, num_speculative_tokens=2, draft_model=draft)
+        outs = llm.generate(batch, GREEDY_64)
+        results.append((tokens(outs), [o.metrics.num_accepted_tokens for o in outs]))
+        llm.shutdown()
+    assert results[0] == results[1]

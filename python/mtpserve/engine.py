@@ -5,7 +5,7 @@ import os
 
 from mtpserve import _C
 from mtpserve.engine_args import EngineArgs
-from mtpserve.model_loader import LoadedModel, load_model
+from mtpserve.model_loader import LoadedModel, load_draft, load_model
 from mtpserve.tokenizer import Tokenizer
 
 
@@ -27,8 +27,12 @@ class EngineCore:
 
     def __init__(self, args: EngineArgs):
         self.args = args
-        self.model = load_model(args.model_path, args.dtype, args.device, with_mtp=args.num_speculative_tokens > 0)
-        if args.num_speculative_tokens > 0 and not self.model.mtp_layers:
+        speculative = args.num_speculative_tokens > 0
+        own_mtp = speculative and args.draft_model is None
+        self.model = load_model(args.model_path, args.dtype, args.device, with_mtp=own_mtp)
+        if speculative and not own_mtp:
+            load_draft(args.draft_model, self.model)
+        if speculative and not self.model.mtp_layers:
             raise ValueError(f"--num_speculative_tokens {args.num_speculative_tokens} needs an MTP layer, but "
                              f"{args.model_path} has num_nextn_predict_layers=0")
         self.tokenizer = Tokenizer.from_dir(args.model_path)

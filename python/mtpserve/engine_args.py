@@ -42,6 +42,11 @@ class EngineArgs:
             raise ValueError(f"num_speculative_tokens must be an integer >= 0, got {self.num_speculative_tokens!r}")
         if self.device != "cpu":
             raise ValueError(f"devices={self.devices!r}: only 'cpu' runs the engine so far")
+        if self.draft_devices is not None and self.draft_devices.strip() != self.device:
+            raise ValueError(f"draft_devices={self.draft_devices!r} must equal devices={self.devices!r}: the MTP "
+                             "layer runs on the target's devices")
+        if self.draft_model is not None and not (Path(self.draft_model) / "config.json").is_file():
+            raise FileNotFoundError(f"--draft_model {self.draft_model}: no config.json there")
 
     @property
     def device(self) -> str:

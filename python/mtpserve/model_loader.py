@@ -58,3 +58,25 @@ def load_model(model_dir: str | Path, dtype: str | torch.dtype = "auto", device:
     target = _C.DeepSeekV3(config.cpp, weights)
     mtp = [_C.MtpLayer(config.cpp, weights, layer, target) for layer in range(num_layers, wanted)]
     return LoadedModel(config, target, mtp, torch_dtype, torch.device(device))
+
+
+# The keys a draft's MTP layer must share with its target model.
+_DRAFT_MUST_MATCH = ("hidden_size", "vocab_size", "num_attention_heads", "kv_lora_rank", "qk_nope_head_dim",
+                     "qk_rope_head_dim", "v_head_dim", "q_lora_rank", "n_routed_experts", "moe_intermediate_size",
+                     "num_hidden_layers")
+
+
+def load_draft(draft_dir: str | Path, model: LoadedModel) -> None:
+    """Replaces model.mtp_layers with the MTP layer of `draft_dir`: an export_deepseek_mtp output or a
+    full checkpoint, whose layer num_hidden_layers is the MTP module."""
+    draft = load_config(draft_dir)
+    for key in _DRAFT_MUST_MATCH:
+        if getattr(draft.cpp, key) != getattr(model.config.cpp, key):
+            raise ConfigError(f"--draft_model {draft_dir}: {key}={getattr(draft.cpp, key)} does not match the "
+                              f"target model's {getattr(model.config.cpp, key)}")
+    if draft.num_nextn_predict_layers < 1:
+        raise ConfigError(f"--draft_model {draft_dir} has no MTP layer (num_nextn_predict_layers=0)")
+    layer = draft.num_hidden_layers
+    prefix = f"model.layers.{layer}."
+    weights = load_weights(draft_dir, model.dtype, model.device, lambda name: name.startswith(prefix))
+    model.mtp_layers = [_C.MtpLayer(model.config.cpp, weights, layer, model.target)]

@@ -1,0 +1,68 @@
+"""Offline decode throughput of mtpserve.LLM on this machine: batch sizes x MTP k, side by side.
+
+Every request gets the same number of output tokens (ignore_eos) from ShareGPT-like chat prompts;
+tokens/s counts output tokens over the wall time of the generate call (prefill included, as a
+user sees it), after one warm-up call.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import torch
+
+from mtpserve import LLM, SamplingParams
+
+PROMPTS = [
+    "What is the capital of France?", "Write a short poem about the sea.", "Explain how a transformer works.",
+    "Give me three tips for learning Python.", "What is the difference between a list and a tuple?",
+    "Summarize the plot of Romeo and Juliet.", "How do I bake bread at home?", "Why is the sky blue?",
+]
+
+
+def run(llm: LLM, batch: int, max_tokens: int) -> dict:
+    messages = [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(batch)]
+    params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
+    llm.chat(messages[:1], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True))  # warm-up
+    before = llm.stats().spec
+    drafts0, draft_tokens0, accepted0 = before.drafts, before.draft_tokens, before.accepted_tokens
+    start = time.perf_counter()
+    outputs = llm.chat(messages, params)
+    elapsed = time.perf_counter() - start
+    spec = llm.stats().spec
+    drafts, draft_tokens = spec.drafts - drafts0, spec.draft_tokens - draft_tokens0
+    accepted = spec.accepted_tokens - accepted0
+    generated = sum(len(o.outputs[0].token_ids) for o in outputs)
+    return {"batch": batch, "tokens_per_s": generated / elapsed, "seconds": elapsed,
+            "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
+            "mean_acceptance_length": 1 + accepted / drafts if drafts else None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--ks", type=int, nargs="+", default=[0])
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--out", default=None, help="write the results as JSON here")
+    args = parser.parse_args()
+    results = []
+    for k in args.ks:
+        llm = LLM(args.model, dtype=args.dtype, num_speculative_tokens=k, max_cache_blocks=512)
+        for batch in args.batch_sizes:
+            r = {"k": k, **run(llm, batch, args.max_tokens)}
+            results.append(r)
+            print(json.dumps(r), flush=True)
+        llm.shutdown()
+    info = {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "dtype": args.dtype, "max_tokens": args.max_tokens}
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"machine": info, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
