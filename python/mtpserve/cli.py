@@ -54,6 +54,15 @@ def cmd_generate(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_mtp(ns: argparse.Namespace) -> int:
+    from mtpserve.export_mtp import export_mtp
+
+    result = export_mtp(ns.input_dir, ns.output_dir, force=ns.force)
+    print(f"exported MTP layer model.layers.{result.layer} ({len(result.tensors)} tensors, "
+          f"{result.total_size / 2**20:.1f} MiB) to {result.output_dir}; use it with --draft_model {result.output_dir}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mtpserve", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -67,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top_k", type=int, default=0)
     gen.add_argument("--sampling_seed", type=int, default=None)
     gen.set_defaults(run=cmd_generate)
+    exp = commands.add_parser("export-mtp", help="export a checkpoint's MTP layer as a --draft_model directory")
+    exp.add_argument("--input-dir", "--input_dir", dest="input_dir", required=True,
+                     help="HF DeepSeek-V3 checkpoint directory with an MTP layer")
+    exp.add_argument("--output-dir", "--output_dir", dest="output_dir", required=True,
+                     help="where to write the draft-model directory")
+    exp.add_argument("--force", action="store_true", help="write into a non-empty output directory")
+    exp.set_defaults(run=cmd_export_mtp)
     return parser
 
 
