@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +13,10 @@
 namespace mtpserve {
 
 namespace {
+
+// Steps with fewer tokens than this run on one intra-op thread: their matmuls are too small for
+// a fork/join across cores to pay, and a single thread is not hurt by other busy cores.
+constexpr int64_t kMinTokensForThreads = 64;
 
 const char* reason_name(FinishReason reason) {
   switch (reason) {
@@ -35,7 +40,8 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
       blocks_(config_.num_blocks, config_.block_size, config_.enable_prefix_cache),
       scheduler_(config_.scheduler, blocks_),
       executor_(target, std::move(caches)),
-      seeds_(config_.seed) {
+      seeds_(config_.seed),
+      max_threads_(at::get_num_threads()) {
   if (config_.num_speculative_tokens > 0) {
     blocks_.set_recompute_last_hit_block(true);
     if (mtp == nullptr || !mtp_cache.defined()) {
@@ -184,6 +190,8 @@ void Engine::step() {
     stats_.preemptions += plan.preempted.size();
   }
   if (plan.empty()) return;
+  at::set_num_threads(plan.num_tokens() * (1 + config_.num_speculative_tokens) >= kMinTokensForThreads
+                          ? max_threads_ : 1);
   try {
     StepInput input = build_step_input(plan.scheduled, config_.block_size, target_.embedding().device());
     ExecutorOutput result = executor_.run(input);

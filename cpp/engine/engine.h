@@ -99,6 +99,7 @@ class Engine {
   std::unordered_map<int64_t, Request> requests_;  // by sequence id; loop thread only
   std::unordered_map<std::string, int64_t> ids_;  // request id -> sequence id; loop thread only
   int64_t next_seq_id_ = 0;
+  int max_threads_;  // intra-op threads for large steps
 
   std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;
