@@ -26,18 +26,23 @@ def run(llm: LLM, batch: int, max_tokens: int) -> dict:
     messages = [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(batch)]
     params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
     llm.chat(messages[:1], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True))  # warm-up
-    before = llm.stats().spec
-    drafts0, draft_tokens0, accepted0 = before.drafts, before.draft_tokens, before.accepted_tokens
+    before = llm.stats()
     start = time.perf_counter()
     outputs = llm.chat(messages, params)
     elapsed = time.perf_counter() - start
-    spec = llm.stats().spec
-    drafts, draft_tokens = spec.drafts - drafts0, spec.draft_tokens - draft_tokens0
-    accepted = spec.accepted_tokens - accepted0
+    after = llm.stats()
+    drafts = after.spec.drafts - before.spec.drafts
+    draft_tokens = after.spec.draft_tokens - before.spec.draft_tokens
+    accepted = after.spec.accepted_tokens - before.spec.accepted_tokens
+    steps = after.steps - before.steps
     generated = sum(len(o.outputs[0].token_ids) for o in outputs)
-    return {"batch": batch, "tokens_per_s": generated / elapsed, "seconds": elapsed,
+    per_step = {name: (getattr(after, name) - getattr(before, name)) / steps * 1e3
+                for name in ("target_seconds", "sample_seconds", "draft_seconds")}
+    return {"batch": batch, "tokens_per_s": generated / elapsed, "seconds": elapsed, "steps": steps,
             "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
-            "mean_acceptance_length": 1 + accepted / drafts if drafts else None}
+            "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
+            "target_ms_per_step": per_step["target_seconds"], "sample_ms_per_step": per_step["sample_seconds"],
+            "draft_ms_per_step": per_step["draft_seconds"]}
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from checkpoints import load_reference, write_checkpoint
+from mtpserve.engine_args import DEFAULT_MODEL
 from mtpserve.model_loader import load_model
 from paged import PagedLayout
 
@@ -32,10 +33,13 @@ def rel_err(ours: torch.Tensor, ref: torch.Tensor) -> float:
     return ((ours - ref).abs().max() / ref.abs().max()).item()
 
 
-@pytest.fixture(scope="module", params=list(CONFIGS), ids=list(CONFIGS))
+@pytest.fixture(scope="module", params=[*CONFIGS, "embedded"], ids=[*CONFIGS, "embedded-trained-model"])
 def models(request, tmp_path_factory):
-    path = tmp_path_factory.mktemp("ckpt")
-    write_checkpoint(path, seed=len(request.param), **CONFIGS[request.param])
+    if request.param == "embedded":  # the trained default model's real (bf16) weights, run in float32
+        path = DEFAULT_MODEL
+    else:
+        path = tmp_path_factory.mktemp("ckpt")
+        write_checkpoint(path, seed=len(request.param), **CONFIGS[request.param])
     ref, ref_mtp = load_reference(path)
     return ref, ref_mtp, load_model(path, dtype="float32")
 

@@ -44,6 +44,9 @@ void bind_outputs(py::module_& m) {
       .def_readonly("generation_tokens", &EngineStats::generation_tokens)
       .def_readonly("steps", &EngineStats::steps)
       .def_readonly("preemptions", &EngineStats::preemptions)
+      .def_readonly("target_seconds", &EngineStats::target_seconds)
+      .def_readonly("sample_seconds", &EngineStats::sample_seconds)
+      .def_readonly("draft_seconds", &EngineStats::draft_seconds)
       .def_readonly("spec", &EngineStats::spec);
 }
 

@@ -14,9 +14,16 @@ namespace mtpserve {
 
 namespace {
 
-// Steps with fewer tokens than this run on one intra-op thread: their matmuls are too small for
-// a fork/join across cores to pay, and a single thread is not hurt by other busy cores.
-constexpr int64_t kMinTokensForThreads = 64;
+double seconds_since(std::chrono::steady_clock::time_point& start) {
+  const auto now = std::chrono::steady_clock::now();
+  const double s = std::chrono::duration<double>(now - start).count();
+  start = now;
+  return s;
+}
+
+// Steps with fewer tokens than this run on one intra-op thread: measured on the 2-core CI
+// machine, a fork/join across cores made decode and verify steps of up to 96 tokens slower.
+constexpr int64_t kMinTokensForThreads = 512;
 
 const char* reason_name(FinishReason reason) {
   switch (reason) {
@@ -190,11 +197,13 @@ void Engine::step() {
     stats_.preemptions += plan.preempted.size();
   }
   if (plan.empty()) return;
-  at::set_num_threads(plan.num_tokens() * (1 + config_.num_speculative_tokens) >= kMinTokensForThreads
+  at::set_num_threads(plan.num_tokens() >= kMinTokensForThreads
                           ? max_threads_ : 1);
   try {
+    auto clock = std::chrono::steady_clock::now();
     StepInput input = build_step_input(plan.scheduled, config_.block_size, target_.embedding().device());
     ExecutorOutput result = executor_.run(input);
+    const double target_time = seconds_since(clock);
     SampleResult plain = sample_plain(input, plan, result.logits);
 
     std::vector<RequestOutput> outputs;
@@ -230,7 +239,14 @@ void Engine::step() {
       }
       outputs.push_back(std::move(out));
     }
+    const double sample_time = seconds_since(clock);
     if (drafter_) draft(plan, input, first_pairs, result.hidden);
+    {
+      std::lock_guard lock(stats_mutex_);
+      stats_.target_seconds += target_time;
+      stats_.sample_seconds += sample_time;
+      stats_.draft_seconds += seconds_since(clock);
+    }
     for (const auto& s : plan.scheduled) {
       if (!s.seq->is_finished()) blocks_.commit(*s.seq);
     }

@@ -38,6 +38,8 @@ struct EngineStats {
   double kv_usage = 0;
   uint64_t prefix_queries = 0, prefix_hits = 0;
   uint64_t prompt_tokens = 0, generation_tokens = 0, steps = 0, preemptions = 0;
+  // Cumulative seconds in the target forward, in sampling + verification, and in MTP drafting.
+  double target_seconds = 0, sample_seconds = 0, draft_seconds = 0;
   SpecCounters spec;
 };
 

@@ -1,7 +1,8 @@
-// CPU routed experts. Each (token, k) assignment's output lands in its own row of a
-// [tokens * top_k, hidden] buffer that is then summed over k: no scatter-add, which is slow on CPU.
-// Few assignments (decode): gather the chosen experts' weights and run two batched matmuls.
-// Many (prefill): group assignments by expert so each active expert runs one matmul.
+// CPU routed experts, without scatter-add (slow on CPU).
+// A handful of tokens (decode, MTP verify): every expert runs on every token in two batched
+// matmuls that read each weight once in place, and unchosen experts get weight 0 — at these
+// sizes the cost is per op, not per FLOP, and it stays flat as the rows grow.
+// More tokens: group assignments by expert so each active expert runs one matmul.
 #include "kernels/cpu/moe_experts_cpu.h"
 
 #include <ATen/ATen.h>
@@ -12,19 +13,20 @@ namespace mtpserve::kernels::cpu {
 
 namespace {
 
-// Above this many assignments copying expert weights per assignment costs more than grouping.
-constexpr int64_t kMaxGatheredAssignments = 16;
+// Up to this many tokens computing all experts beats grouping by expert.
+constexpr int64_t kMaxDenseTokens = 4;
 
 at::Tensor swiglu(const at::Tensor& gate_up, int64_t inter) {
   return at::silu(gate_up.narrow(-1, 0, inter)) * gate_up.narrow(-1, inter, inter);
 }
 
-// [tokens * top_k, hidden]: expert outputs in assignment order, by gathered weights.
-at::Tensor gathered(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down, const at::Tensor& flat,
-                    int64_t top_k) {
-  auto rows = x.repeat_interleave(top_k, 0).unsqueeze(2);
-  auto h = swiglu(at::bmm(gate_up.index_select(0, flat), rows).squeeze(2), down.size(2));
-  return at::bmm(down.index_select(0, flat), h.unsqueeze(2)).squeeze(2);
+// [tokens, hidden]: all experts on all tokens, combined with the routing weights.
+at::Tensor dense(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down, const Routing& routing) {
+  const int64_t tokens = x.size(0), experts = gate_up.size(0);
+  auto h = swiglu(at::matmul(gate_up, x.t()).transpose(1, 2), down.size(2));             // [E, T, I]
+  auto y = at::bmm(h, down.transpose(1, 2));                                              // [E, T, H]
+  auto w = at::zeros({tokens, experts}, routing.weights.options()).scatter_(1, routing.experts, routing.weights);
+  return at::bmm(w.unsqueeze(1), y.to(at::kFloat).transpose(0, 1)).squeeze(1);            // [T, H]
 }
 
 // The same by expert groups; the groups' outputs are put back in assignment order at the end.
@@ -52,10 +54,9 @@ at::Tensor grouped(const at::Tensor& x, const at::Tensor& gate_up, const at::Ten
 
 at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down, const Routing& routing) {
   const int64_t tokens = x.size(0), top_k = routing.experts.size(1);
+  if (tokens <= kMaxDenseTokens) return dense(x, gate_up, down, routing).to(x.scalar_type());
   auto flat = routing.experts.reshape({-1}).contiguous();
-  auto per_assignment = tokens * top_k <= kMaxGatheredAssignments ? gathered(x, gate_up, down, flat, top_k)
-                                                                   : grouped(x, gate_up, down, flat, top_k);
-  auto weighted = per_assignment.to(at::kFloat) * routing.weights.reshape({-1, 1});
+  auto weighted = grouped(x, gate_up, down, flat, top_k).to(at::kFloat) * routing.weights.reshape({-1, 1});
   return weighted.view({tokens, top_k, x.size(1)}).sum(1).to(x.scalar_type());
 }
 
