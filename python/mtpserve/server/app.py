@@ -1,0 +1,229 @@
+"""The OpenAI-compatible HTTP API over an AsyncEngine: /v1/models, /v1/completions,
+/v1/chat/completions (JSON or server-sent events), /health and /metrics."""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Callable
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from jinja2 import TemplateError
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from mtpserve.sampling_params import SamplingParams
+from mtpserve.server.async_engine import AsyncEngine, RequestStream
+from mtpserve.server.auth import ApiKeyMiddleware
+from mtpserve.server.errors import APIError, error_body, install_error_handlers
+from mtpserve.server.metrics import ServerMetrics
+from mtpserve.server.protocol import (ChatCompletionRequest, CompletionRequest, chat_logprobs,
+                                      completion_logprobs, usage)
+from mtpserve.server.sse import DONE, SSEResponse, sse, unless_disconnected
+
+# health() returns True, or False / (False, reason) when the server must not take requests.
+HealthCheck = Callable[[], "bool | tuple[bool, str]"]
+
+
+def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | None = None,
+              health: HealthCheck | None = None, model_root: str | None = None) -> FastAPI:
+    """health defaults to the engine's own (its output thread is alive); a multi-rank server
+    passes one that also knows about the other ranks."""
+    app = FastAPI(title="mtpserve", docs_url=None, redoc_url=None, openapi_url=None)
+    install_error_handlers(app)
+    if api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=api_key)
+    metrics = ServerMetrics(engine.stats, served_model_name)
+    engine.add_finish_listener(metrics.observe)
+    app.state.engine, app.state.metrics = engine, metrics
+    created = int(time.time())
+
+    def check_health() -> tuple[bool, str]:
+        result = health() if health is not None else (engine.healthy, engine.error or "the engine is not running")
+        if isinstance(result, tuple):
+            return bool(result[0]), str(result[1])
+        return bool(result), "the server is unhealthy"
+
+    def require_healthy() -> None:
+        ok, reason = check_health()
+        if not ok:
+            raise APIError(503, f"the server cannot take requests: {reason}", code="service_unavailable")
+
+    def check_model(model: str | None) -> None:
+        if model is not None and model != served_model_name:
+            raise APIError(404, f"the model {model!r} does not exist; this server serves {served_model_name!r}",
+                           param="model", code="model_not_found")
+
+    def model_card() -> dict:
+        return {"id": served_model_name, "object": "model", "created": created, "owned_by": "mtpserve",
+                "root": model_root or served_model_name, "parent": None, "max_model_len": engine.max_model_len}
+
+    # ---- service routes -----------------------------------------------------------------------
+
+    @app.get("/health")
+    async def get_health():
+        ok, reason = check_health()
+        if ok:
+            return {"status": "ok"}
+        return JSONResponse({"status": "unhealthy", **error_body(reason, "service_unavailable",
+                                                                 code="service_unavailable")}, status_code=503)
+
+    @app.get("/metrics")
+    async def get_metrics():
+        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/v1/models")
+    async def list_models():
+        return {"object": "list", "data": [model_card()]}
+
+    @app.get("/v1/models/{model:path}")
+    async def get_model(model: str):
+        check_model(model)
+        return model_card()
+
+    # ---- generation ---------------------------------------------------------------------------
+
+    def submit(prompt_ids: list[int], prompt_text: str | None, max_tokens: int | None,
+               make_params: Callable[[int], SamplingParams], prompt_param: str, request_id: str) -> RequestStream:
+        n, limit = len(prompt_ids), engine.max_model_len
+        params = make_params(max(limit - n, 1))  # omitted max_tokens: whatever context is left
+        if n >= limit:
+            raise APIError(400, f"this model's maximum context length is {limit} tokens, but the prompt has {n} "
+                                f"tokens, which leaves no room to generate; shorten the prompt",
+                           param=prompt_param, code="context_length_exceeded")
+        if max_tokens is not None and n + max_tokens > limit:
+            raise APIError(400, f"this model's maximum context length is {limit} tokens, but {n + max_tokens} "
+                                f"were requested ({n} in the prompt, {max_tokens} in the completion); "
+                                f"shorten the prompt or lower max_tokens",
+                           param="max_tokens", code="context_length_exceeded")
+        require_healthy()
+        try:
+            return engine.add_request(prompt_ids, params, prompt_text, request_id=request_id)
+        except ValueError as e:
+            raise APIError(400, str(e), param=prompt_param) from None
+        except RuntimeError as e:
+            raise APIError(503, str(e), code="service_unavailable") from None
+
+    async def complete(raw: Request, stream: RequestStream) -> RequestStream | Response:
+        """Runs a non-streaming request to its end; a client that disconnects first aborts it."""
+        async def drain():
+            async for _ in stream:
+                pass
+
+        try:
+            done, _ = await unless_disconnected(raw, drain())
+        finally:
+            stream.close()
+        if not done:
+            return Response(status_code=499)  # nobody is listening any more
+        if stream.state.error:
+            raise APIError(500, f"generation failed: {stream.state.error}")
+        return stream
+
+    @app.post("/v1/completions")
+    async def create_completion(body: CompletionRequest, raw: Request):
+        check_model(body.model)
+        prompt = body.single_prompt()
+        if isinstance(prompt, str):
+            text, ids = prompt, engine.tokenizer.encode(prompt)
+        else:
+            text, ids = None, list(prompt)
+        request_id = f"cmpl-{uuid.uuid4().hex}"
+        stream = submit(ids, text, body.max_tokens, body.sampling_params, "prompt", request_id)
+        model, created_at = body.model or served_model_name, int(time.time())
+        want_logprobs = body.logprobs is not None
+
+        def chunk(choices: list, **extra) -> dict:
+            return {"id": request_id, "object": "text_completion", "created": created_at, "model": model,
+                    "choices": choices, **extra}
+
+        if not body.stream:
+            result = await complete(raw, stream)
+            if isinstance(result, Response):
+                return result
+            s = result.state
+            return chunk([{"index": 0, "text": s.text, "finish_reason": s.finish_reason, "stop_reason": s.stop_reason,
+                           "logprobs": completion_logprobs(s.token_ids, s.logprobs) if want_logprobs else None}],
+                         usage=usage(len(ids), len(s.token_ids), s.metrics.num_cached_tokens))
+
+        include_usage = body.include_usage
+
+        async def events():
+            offset = 0
+            async for d in stream:
+                s = d.state
+                if s.error:
+                    yield sse(error_body(f"generation failed: {s.error}", "server_error"))
+                    break
+                if not (d.text or d.finished or (want_logprobs and d.token_ids)):
+                    continue
+                logprobs = None
+                if want_logprobs:
+                    logprobs = completion_logprobs(d.token_ids, d.logprobs, offset)
+                    offset += sum(len(t) for t in logprobs["tokens"])
+                choice = {"index": 0, "text": d.text, "logprobs": logprobs,
+                          "finish_reason": s.finish_reason if d.finished else None,
+                          "stop_reason": s.stop_reason if d.finished else None}
+                yield sse(chunk([choice], **({"usage": None} if include_usage else {})))
+            if include_usage:
+                s = stream.state
+                yield sse(chunk([], usage=usage(len(ids), len(s.token_ids), s.metrics.num_cached_tokens)))
+            yield DONE
+
+        return SSEResponse(events(), on_close=stream.close)
+
+    @app.post("/v1/chat/completions")
+    async def create_chat_completion(body: ChatCompletionRequest, raw: Request):
+        check_model(body.model)
+        try:
+            text = engine.tokenizer.apply_chat_template(body.messages, add_generation_prompt=True)
+        except (ValueError, TemplateError) as e:
+            raise APIError(400, str(e), param="messages") from None
+        ids = engine.tokenizer.encode(text, add_special_tokens=False)
+        request_id = f"chatcmpl-{uuid.uuid4().hex}"
+        stream = submit(ids, text, body.requested_max_tokens, body.sampling_params, "messages", request_id)
+        model, created_at = body.model or served_model_name, int(time.time())
+        top_n = (body.top_logprobs or 0) if body.logprobs else None
+
+        def chunk(object_: str, choices: list, **extra) -> dict:
+            return {"id": request_id, "object": object_, "created": created_at, "model": model,
+                    "choices": choices, **extra}
+
+        if not body.stream:
+            result = await complete(raw, stream)
+            if isinstance(result, Response):
+                return result
+            s = result.state
+            choice = {"index": 0, "message": {"role": "assistant", "content": s.text},
+                      "logprobs": chat_logprobs(s.token_ids, s.logprobs, top_n) if top_n is not None else None,
+                      "finish_reason": s.finish_reason, "stop_reason": s.stop_reason}
+            return chunk("chat.completion", [choice],
+                         usage=usage(len(ids), len(s.token_ids), s.metrics.num_cached_tokens))
+
+        include_usage = body.include_usage
+        extra = {"usage": None} if include_usage else {}
+
+        async def events():
+            first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            yield sse(chunk("chat.completion.chunk", [first], **extra))
+            async for d in stream:
+                s = d.state
+                if s.error:
+                    yield sse(error_body(f"generation failed: {s.error}", "server_error"))
+                    break
+                if not (d.text or d.finished or (top_n is not None and d.token_ids)):
+                    continue
+                choice = {"index": 0, "delta": {"content": d.text} if d.text else {},
+                          "logprobs": chat_logprobs(d.token_ids, d.logprobs, top_n) if top_n is not None else None,
+                          "finish_reason": s.finish_reason if d.finished else None}
+                if d.finished:
+                    choice["stop_reason"] = s.stop_reason
+                yield sse(chunk("chat.completion.chunk", [choice], **extra))
+            if include_usage:
+                s = stream.state
+                yield sse(chunk("chat.completion.chunk", [],
+                                usage=usage(len(ids), len(s.token_ids), s.metrics.num_cached_tokens)))
+            yield DONE
+
+        return SSEResponse(events(), on_close=stream.close)
+
+    return app

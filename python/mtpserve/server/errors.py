@@ -1,0 +1,81 @@
+"""Errors in OpenAI's JSON shape, {"error": {"message", "type", "param", "code"}}, and the handlers
+that turn every failure (ours, FastAPI's validation, unknown routes, crashes) into one."""
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+logger = logging.getLogger("mtpserve.server")
+
+# OpenAI's error types by status.
+ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
+               405: "invalid_request_error", 422: "invalid_request_error", 500: "server_error",
+               503: "service_unavailable"}
+
+
+class APIError(Exception):
+    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
+                 type: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+        self.type = type or ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
+
+    def body(self) -> dict:
+        return error_body(self.message, self.type, self.param, self.code)
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status)
+
+
+def error_body(message: str, type: str, param: str | None = None, code: str | int | None = None) -> dict:
+    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+    """One readable line per problem, e.g. "max_tokens: Input should be a valid integer (got 'x')"."""
+    lines, params = [], []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+        if err.get("type") == "json_invalid":
+            ctx = err.get("ctx", {}).get("error", "")
+            lines.append(f"the request body is not valid JSON{': ' + ctx if ctx else ''}")
+            continue
+        where = ".".join(loc)
+        if loc:
+            params.append(loc[0])  # the top-level field, as OpenAI reports it
+        got = f" (got {err['input']!r})" if "input" in err and err.get("type") != "missing" else ""
+        lines.append(f"{where + ': ' if where else ''}{err.get('msg', 'invalid value')}{got}")
+    if not lines:
+        lines = ["the request body does not match the expected schema"]
+    return "; ".join(dict.fromkeys(lines)), (params[0] if params else None)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(APIError)
+    async def _api_error(request: Request, exc: APIError):
+        return exc.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError):
+        # A body that is not JSON or does not fit the schema (wrong types, missing fields): 422.
+        # Values that fit the schema but are not allowed are 400s raised by the handlers.
+        message, param = _validation_message(exc)
+        return APIError(422, message, param=param).response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 404:
+            message = f"no route {request.method} {request.url.path}"
+        else:
+            message = str(exc.detail)
+        return JSONResponse(APIError(exc.status_code, message).body(), status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        logger.exception("unhandled error in %s %s", request.method, request.url.path)
+        return APIError(500, f"internal server error: {type(exc).__name__}: {exc}").response()

@@ -1,0 +1,179 @@
+"""Request bodies of the OpenAI-compatible API (pydantic, strict types) and their translation to
+SamplingParams. A body that does not fit these shapes is a 422; values that fit but make no sense
+(negative max_tokens, n > 1, top_p 0) are a 400 raised from here or from SamplingParams."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from mtpserve.outputs import Logprob
+from mtpserve.sampling_params import SamplingParams
+from mtpserve.server.errors import APIError
+
+
+class _Strict(BaseModel):
+    # Strict: "5" is not an int and 1 is not a bool. Unknown fields are ignored, as OpenAI's
+    # clients send fields (user, metadata, ...) that change nothing here.
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class StreamOptions(_Strict):
+    include_usage: bool = False
+
+
+class _SamplingRequest(_Strict):
+    model: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None  # vLLM extension
+    min_p: float | None = None  # vLLM extension
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None  # vLLM extension
+    ignore_eos: bool = False  # vLLM extension
+    skip_special_tokens: bool = True  # vLLM extension
+    include_stop_str_in_output: bool = False  # vLLM extension
+    n: int | None = None
+    best_of: int | None = None
+    logit_bias: dict[str, float] | None = None
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+
+    def _check_common(self) -> None:
+        if self.n not in (None, 1):
+            raise APIError(400, f"n must be 1 (one choice per request is supported), got {self.n}", param="n")
+        if self.best_of not in (None, 1):
+            raise APIError(400, f"best_of must be 1, got {self.best_of}", param="best_of")
+        if self.logit_bias:
+            raise APIError(400, "logit_bias is not supported", param="logit_bias")
+        if self.stream_options is not None and not self.stream:
+            raise APIError(400, "stream_options can only be set when stream is true", param="stream_options")
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+    def _sampling_params(self, max_tokens: int, logprobs: int | None,
+                         aliases: dict[str, str] | None = None) -> SamplingParams:
+        """aliases: the request's name of a SamplingParams field, for the error's `param`."""
+        values: dict[str, Any] = dict(max_tokens=max_tokens, logprobs=logprobs, stop=self.stop,
+                                      stop_token_ids=self.stop_token_ids, ignore_eos=self.ignore_eos,
+                                      skip_special_tokens=self.skip_special_tokens, seed=self.seed,
+                                      include_stop_str_in_output=self.include_stop_str_in_output)
+        for name in ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty"):
+            if getattr(self, name) is not None:
+                values[name] = getattr(self, name)
+        try:
+            return SamplingParams(**values)
+        except ValueError as e:
+            message = str(e)
+            param = "stop" if message.startswith("unknown stop") else message.split(" ", 1)[0]
+            param = (aliases or {}).get(param, param) if param in values else None
+            raise APIError(400, message, param=param) from None
+
+
+class CompletionRequest(_SamplingRequest):
+    prompt: str | list[int] | list[str] | list[list[int]]
+    logprobs: int | None = None
+    echo: bool = False
+    suffix: str | None = None
+
+    def single_prompt(self) -> str | list[int]:
+        """The one prompt of this request: a string, a token-id list, or a one-item list of either."""
+        prompt = self.prompt
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
+            if len(prompt) != 1:
+                raise APIError(400, f"one prompt per request is supported, got a batch of {len(prompt)}",
+                               param="prompt")
+            prompt = prompt[0]
+        if not prompt:
+            raise APIError(400, "the prompt is empty", param="prompt")
+        return prompt
+
+    def sampling_params(self, default_max_tokens: int) -> SamplingParams:
+        self._check_common()
+        if self.echo:
+            raise APIError(400, "echo is not supported", param="echo")
+        if self.suffix:
+            raise APIError(400, "suffix is not supported", param="suffix")
+        return self._sampling_params(default_max_tokens if self.max_tokens is None else self.max_tokens,
+                                     self.logprobs)
+
+
+class ChatCompletionRequest(_SamplingRequest):
+    messages: list[dict[str, Any]]
+    max_completion_tokens: int | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = None
+    tools: list[Any] | None = None
+    response_format: dict[str, Any] | None = None
+
+    @property
+    def requested_max_tokens(self) -> int | None:
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+    def sampling_params(self, default_max_tokens: int) -> SamplingParams:
+        self._check_common()
+        if self.tools:
+            raise APIError(400, "tools are not supported", param="tools")
+        if self.response_format and self.response_format.get("type", "text") != "text":
+            raise APIError(400, "only response_format {'type': 'text'} is supported", param="response_format")
+        if self.top_logprobs is not None and not self.logprobs:
+            raise APIError(400, "top_logprobs needs logprobs to be true", param="top_logprobs")
+        requested = self.requested_max_tokens
+        aliases = {"logprobs": "top_logprobs"}
+        if self.max_completion_tokens is not None:
+            aliases["max_tokens"] = "max_completion_tokens"
+        return self._sampling_params(default_max_tokens if requested is None else requested,
+                                     (self.top_logprobs or 0) if self.logprobs else None, aliases)
+
+
+# ---- response shapes ----------------------------------------------------------------------------
+
+def _finite(x: float) -> float:
+    # JSON has no -inf; OpenAI-compatible servers report impossible tokens as -9999.
+    return x if math.isfinite(x) else -9999.0
+
+
+def _ranked(entry: dict[int, Logprob]) -> list[Logprob]:
+    return sorted(entry.values(), key=lambda lp: (lp.rank if lp.rank is not None else 1 << 30))
+
+
+def usage(num_prompt_tokens: int, num_completion_tokens: int, num_cached_tokens: int = 0) -> dict:
+    return {"prompt_tokens": num_prompt_tokens, "completion_tokens": num_completion_tokens,
+            "total_tokens": num_prompt_tokens + num_completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": num_cached_tokens}}
+
+
+def completion_logprobs(token_ids: list[int], entries: list[dict[int, Logprob]], text_offset: int = 0) -> dict:
+    """/v1/completions logprobs: tokens, token_logprobs, top_logprobs (the top-n and the chosen
+    token, keyed by token text), text_offset (each token's start within the completion text)."""
+    out: dict[str, list] = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+    for token, entry in zip(token_ids, entries):
+        chosen = entry.get(token) or next(iter(entry.values()))
+        text = chosen.decoded_token or ""
+        out["tokens"].append(text)
+        out["token_logprobs"].append(_finite(chosen.logprob))
+        out["top_logprobs"].append({lp.decoded_token or "": _finite(lp.logprob) for lp in _ranked(entry)})
+        out["text_offset"].append(text_offset)
+        text_offset += len(text)
+    return out
+
+
+def chat_logprobs(token_ids: list[int], entries: list[dict[int, Logprob]], top_n: int) -> dict:
+    """/v1/chat/completions logprobs: {"content": [{token, logprob, bytes, top_logprobs}]}."""
+    def item(lp: Logprob) -> dict:
+        text = lp.decoded_token or ""
+        return {"token": text, "logprob": _finite(lp.logprob), "bytes": list(text.encode("utf-8"))}
+
+    content = []
+    for token, entry in zip(token_ids, entries):
+        chosen = entry.get(token) or next(iter(entry.values()))
+        top = [item(lp) for lp in _ranked(entry) if lp.rank is not None and lp.rank <= top_n][:top_n]
+        content.append({**item(chosen), "top_logprobs": top})
+    return {"content": content, "refusal": None}

@@ -1,0 +1,93 @@
+"""Running the HTTP server: `serve` for the `mtpserve serve` command, BackgroundServer to run an
+app on a thread of this process (tests, notebooks)."""
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+
+from mtpserve.engine_args import EngineArgs
+
+logger = logging.getLogger("mtpserve.server")
+
+
+def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
+          served_model_name: str | None = None, log_level: str = "info") -> None:
+    """Loads the engine, serves the OpenAI API until SIGINT/SIGTERM, then shuts the engine down."""
+    from mtpserve.engine import EngineCore
+    from mtpserve.server.app import build_app
+    from mtpserve.server.async_engine import AsyncEngine
+
+    import prometheus_client
+
+    logging.basicConfig(level=log_level.upper() if log_level != "trace" else "DEBUG",
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    prometheus_client.disable_created_metrics()  # no *_created samples next to every counter
+    name = served_model_name or Path(args.model).resolve().name
+    engine = AsyncEngine(EngineCore(args))
+    try:
+        app = build_app(engine, name, api_key=api_key, model_root=str(args.model))
+        logger.info("serving %s (max_model_len %d) on http://%s:%d", name, engine.max_model_len, host, port)
+        _Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)).run()
+    finally:
+        engine.shutdown()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's Server, except that SIGINT/SIGTERM end serve() and stay handled: uvicorn would
+    re-raise the signal afterwards and kill the process before the engine is shut down."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+
+class BackgroundServer:
+    """uvicorn serving `app` on a thread; port 0 picks a free port (bound before start returns)."""
+
+    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"):
+        self._socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, port))
+        self.host, self.port = host, self._socket.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=2))
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._socket]},
+                                        name="mtpserve-http", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> "BackgroundServer":
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the HTTP server did not start on {self.url}")
+            time.sleep(0.01)
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout_s)
+        self._socket.close()
+
+    def __enter__(self) -> "BackgroundServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
