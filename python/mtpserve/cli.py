@@ -63,6 +63,51 @@ def cmd_export_mtp(ns: argparse.Namespace) -> int:
     return 0
 
 
+def check_single_rank(ns: argparse.Namespace) -> None:
+    """What this build of `mtpserve serve` can run: one rank, no expert/data parallelism, MLA."""
+    if ns.nnodes < 1:
+        raise ValueError(f"--nnodes must be >= 1, got {ns.nnodes}")
+    if ns.nnodes > 1:
+        raise ValueError(f"--nnodes={ns.nnodes}: multi-rank serving is not implemented yet; run one rank "
+                         f"with --nnodes=1")
+    if ns.node_rank != 0:
+        raise ValueError(f"--node_rank={ns.node_rank} needs --nnodes > {ns.node_rank}, but --nnodes=1")
+    for flag in ("ep_size", "dp_size"):
+        if getattr(ns, flag) != 1:
+            raise ValueError(f"--{flag}={getattr(ns, flag)}: only --{flag}=1 is supported so far")
+    if not ns.enable_mla:
+        raise ValueError("--enable_mla=false: DeepSeek-V3 models use MLA attention, so --enable_mla must be true")
+    if not 0 <= ns.port <= 65535:
+        raise ValueError(f"--port must be in 0..65535, got {ns.port}")
+
+
+def cmd_serve(ns: argparse.Namespace) -> int:
+    check_single_rank(ns)
+    args = engine_args(ns)
+    args.model_path  # a missing model directory fails here, before anything is loaded
+    from mtpserve.server.serve import serve
+
+    serve(args, host=ns.host, port=ns.port, api_key=ns.api_key, served_model_name=ns.served_model_name,
+          log_level=ns.log_level)
+    return 0
+
+
+def add_serve_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address of the HTTP API")
+    parser.add_argument("--port", type=int, default=8000, help="port of the HTTP API")
+    parser.add_argument("--api_key", default=None, help="require 'Authorization: Bearer <key>' (all but /health)")
+    parser.add_argument("--served_model_name", default=None, help="model name of the API (default: the model "
+                                                                  "directory's name)")
+    parser.add_argument("--log_level", default="info", type=str.lower,
+                        choices=("critical", "error", "warning", "info", "debug", "trace"))
+    parser.add_argument("--master_node_addr", default=None, help="host:port of rank 0's control service")
+    parser.add_argument("--nnodes", type=int, default=1, help="number of ranks (only 1 so far)")
+    parser.add_argument("--node_rank", type=int, default=0, help="this process's rank")
+    parser.add_argument("--ep_size", type=int, default=1, help="expert parallel size (only 1 so far)")
+    parser.add_argument("--dp_size", type=int, default=1, help="data parallel size (only 1 so far)")
+    parser.add_argument("--enable_mla", type=parse_bool, default=True, help="MLA attention (DeepSeek-V3: true)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mtpserve", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -83,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where to write the draft-model directory")
     exp.add_argument("--force", action="store_true", help="write into a non-empty output directory")
     exp.set_defaults(run=cmd_export_mtp)
+    srv = commands.add_parser("serve", help="serve the OpenAI-compatible HTTP API", allow_abbrev=False)
+    add_engine_flags(srv)
+    add_serve_flags(srv)
+    srv.set_defaults(run=cmd_serve)
     return parser
 
 
