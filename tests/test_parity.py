@@ -98,9 +98,18 @@ def check_mtp(ours, ref, ref_mtp, seqs, hiddens, cache):
         for i, (s, n) in enumerate(counts.items()):
             got[s].append(out[step["query_start"][i]:step["query_start"][i + 1]])
     for s, ids in enumerate(seqs):
-        n = len(ids)
-        last_hidden = ref.model(ids[None]).last_hidden_state
-        ref_hidden = ref_mtp.forward_layer(0, last_hidden[:, : n - 1], torch.arange(1, n)[None], None,
-                                           input_ids=ids[None, 1:])
-        expected = ref_mtp._project_to_logits(ref_hidden)[0]
+        expected = reference_mtp_logits(ref, ref_mtp, ids)
         assert rel_err(torch.cat(got[s]), expected) <= TOLERANCE, f"mtp seq {s}"
+
+
+def reference_mtp_logits(ref, ref_mtp, ids):
+    """transformers' MtpLayer over pairs (token i+1, target hidden i) at positions i + 1, called as a
+    module (MtpModel's driver methods differ between transformers releases)."""
+    n = len(ids)
+    last_hidden = ref.model(ids[None]).last_hidden_state[:, : n - 1]
+    positions = torch.arange(1, n)[None]
+    embeds = ref_mtp.embed_tokens(ids[None, 1:])
+    causal = torch.full((n - 1, n - 1), float("-inf")).triu(1)[None, None]
+    hidden = ref_mtp.layers[0](embeds, last_hidden, position_embeddings=ref_mtp.rotary_emb(embeds, positions),
+                               attention_mask=causal, position_ids=positions, past_key_values=None)
+    return ref_mtp.shared_head(hidden)[0]
