@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from mtpserve.bench.runner import add_bench_args
 from mtpserve.engine_args import EngineArgs
 
 
@@ -108,6 +109,12 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--enable_mla", type=parse_bool, default=True, help="MLA attention (DeepSeek-V3: true)")
 
 
+def cmd_bench(ns: argparse.Namespace) -> int:
+    from mtpserve.bench.runner import main as bench_main
+
+    return bench_main(ns)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mtpserve", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -132,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_flags(srv)
     add_serve_flags(srv)
     srv.set_defaults(run=cmd_serve)
+    bench = commands.add_parser("bench", help="benchmark an OpenAI-compatible server (vLLM bench_serving style)")
+    add_bench_args(bench)
+    bench.set_defaults(run=cmd_bench)
     return parser
 
 
