@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+"""MTP-vs-baseline serving sweep: for each method (baseline = no MTP, then MTP with k = 1, 2, 3 draft tokens)
+start `mtpserve serve` on a free loopback port, wait for /health, run the serving benchmark
+(mtpserve.bench, in-process) at every concurrency, stop the server; then write into --out-dir:
+
+  results.md                        | method | Concurrency | Mean TPOT(ms) | ... | Acceptance rate | TPOT speedup |
+  throughput_vs_concurrency.png     output tokens/s, one line per method
+  tpot_vs_concurrency.png           mean TPOT
+  tpot_speedup_vs_concurrency.png   baseline mean TPOT / method mean TPOT at the same concurrency
+  sweep.json                        config, hardware, one summary row per run
+  raw/<method>_c<concurrency>.json  each run's full result (every request's chunk timestamps)
+  server_<method>.log               each server's output
+
+Every method sees the same prompts at a given concurrency (the seed is --seed + the concurrency's index, so
+consecutive concurrencies do not resend the same prompts into a warm prefix cache). Server flags other than
+--model, --port and --num_speculative_tokens go after `--`.
+
+  .venv/bin/python scripts/bench_mtp_sweep.py --out-dir /tmp/sweep -- --dtype float32
+  .venv/bin/python scripts/bench_mtp_sweep.py --model /models/DeepSeek-V3 --ks 0,1,2,3 \\
+      --concurrencies 1,2,4,8,16,20,40,80 --dataset-name sharegpt --sharegpt-input-len 2500 \\
+      --sharegpt-output-len 1500 --ignore-eos --out-dir /tmp/sweep -- --devices cuda:0
+  .venv/bin/python scripts/bench_mtp_sweep.py --out-dir /tmp/sweep --replot   # table+plots from sweep.json
+
+With no --model the server runs the embedded tiny model, which was trained on ShareGPT minus the held-out
+split, so ShareGPT prompts then default to --sharegpt-split held-out.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "python"))
+
+from mtpserve.bench.runner import add_bench_args, config_from_args  # noqa: E402
+
+SWEEP_SKIP = ("base_url", "host", "port", "model", "served_model_name", "num_prompts", "max_concurrency",
+              "save_result")
+COLUMNS = ("method", "Concurrency", "Mean TPOT(ms)", "Mean TTFT(ms)", "Output Tokens/s", "Total Tokens/s",
+           "Acceptance rate", "TPOT speedup")
+
+
+def _int_list(value: str) -> list[int]:
+    try:
+        items = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from None
+    if not items or any(v < 0 for v in items):
+        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {value!r}")
+    return items
+
+
+def method_name(k: int) -> str:
+    return "baseline" if k == 0 else f"MTP k={k}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=None, help="model directory to serve (default: the embedded tiny model)")
+    p.add_argument("--ks", type=_int_list, default=[0, 1, 2, 3],
+                   help="--num_speculative_tokens of each method; 0 is the baseline (default 0,1,2,3)")
+    p.add_argument("--concurrencies", type=_int_list, default=[1, 2, 4, 8, 16, 20, 40, 80])
+    p.add_argument("--num-prompts", type=int, default=None, help="prompts per run (default: max(F*c, M), "
+                                                                 "F = --prompts-factor, M = --min-prompts)")
+    p.add_argument("--prompts-factor", type=int, default=2)
+    p.add_argument("--min-prompts", type=int, default=16)
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("--server-cmd", default=f"{shlex.quote(sys.executable)} -m mtpserve.cli serve",
+                   help="command that starts the server, before its flags")
+    p.add_argument("--server-timeout", type=float, default=600.0, help="seconds to wait for /health")
+    p.add_argument("--replot", action="store_true", help="only rewrite results.md and the plots from sweep.json")
+    bench = p.add_argument_group("benchmark flags (as `mtpserve bench`)")
+    add_bench_args(bench, skip=SWEEP_SKIP)
+    p.set_defaults(sharegpt_split=None)
+    return p
+
+
+def num_prompts(ns, concurrency: int) -> int:
+    return ns.num_prompts or max(ns.prompts_factor * concurrency, ns.min_prompts)
+
+
+# ---- server -------------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(server_cmd: list[str], model: str | None, k: int, port: int, extra: list[str], log_path: Path):
+    cmd = list(server_cmd) + (["--model", model] if model else []) + [
+        "--port", str(port), "--num_speculative_tokens", str(k)] + list(extra)
+    log = open(log_path, "w", encoding="utf-8")
+    log.write("$ " + shlex.join(cmd) + "\n")
+    log.flush()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), env.get("PYTHONPATH")]))
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO))
+    proc.log_file = log
+    return proc, cmd
+
+
+def wait_healthy(proc, base_url: str, timeout_s: float, log_path: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode} before it was healthy:\n"
+                               + _tail(log_path))
+        try:
+            with urllib.request.urlopen(base_url + "/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"the server was not healthy after {timeout_s:.0f} s:\n" + _tail(log_path))
+
+
+def stop_server(proc, timeout_s: float = 30.0) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)  # uvicorn shuts down cleanly
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    proc.log_file.close()
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# ---- results ------------------------------------------------------------------------------------------------
+
+
+def summary_row(method: str, k: int, concurrency: int, result) -> dict:
+    m, s = result.metrics, result.spec_decode or {}
+    return {"method": method, "k": k, "concurrency": concurrency, "num_prompts": len(result.records),
+            "completed": m.completed, "failed": m.failed, "duration_s": m.duration_s,
+            "mean_tpot_ms": m.latency["tpot"]["mean"], "median_tpot_ms": m.latency["tpot"]["median"],
+            "mean_ttft_ms": m.latency["ttft"]["mean"], "median_ttft_ms": m.latency["ttft"]["median"],
+            "mean_itl_ms": m.latency["itl"]["mean"], "mean_e2el_ms": m.latency["e2el"]["mean"],
+            "output_throughput": m.output_throughput, "total_token_throughput": m.total_token_throughput,
+            "request_throughput": m.request_throughput, "total_input": m.total_input,
+            "total_output": m.total_output, "mean_tokens_per_chunk": m.mean_tokens_per_chunk,
+            "acceptance_rate": s.get("acceptance_rate"), "mean_acceptance_length": s.get("mean_acceptance_length"),
+            "acceptance_rate_per_position": s.get("acceptance_rate_per_position")}
+
+
+def add_speedups(rows: list[dict]) -> None:
+    """speedup = baseline mean TPOT / this method's mean TPOT at the same concurrency (None without a baseline)."""
+    base = {r["concurrency"]: r["mean_tpot_ms"] for r in rows if r["k"] == 0}
+    for r in rows:
+        b, t = base.get(r["concurrency"]), r["mean_tpot_ms"]
+        r["tpot_speedup"] = b / t if b and t else None
+
+
+def _fmt(value, spec: str, none: str = "-") -> str:
+    return none if value is None else format(value, spec)
+
+
+def markdown_table(rows: list[dict]) -> str:
+    out = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join(["---"] + ["---:"] * (len(COLUMNS) - 1)) + "|"]
+    for r in sorted(rows, key=lambda r: (r["k"], r["concurrency"])):
+        acc = r["acceptance_rate"]
+        out.append("| " + " | ".join([
+            r["method"], str(r["concurrency"]), _fmt(r["mean_tpot_ms"], ".2f"), _fmt(r["mean_ttft_ms"], ".2f"),
+            _fmt(r["output_throughput"], ".2f"), _fmt(r["total_token_throughput"], ".2f"),
+            "-" if acc is None else f"{100 * acc:.1f}%", _fmt(r.get("tpot_speedup"), ".2f") +
+            ("x" if r.get("tpot_speedup") is not None else "")]) + " |")
+    failed = [r for r in rows if r["failed"]]
+    if failed:
+        out.append("")
+        out.append("Failed requests: " + ", ".join(f"{r['method']} at concurrency {r['concurrency']}: "
+                                                  f"{r['failed']} of {r['num_prompts']}" for r in failed))
+    return "\n".join(out) + "\n"
+
+
+def plot(rows: list[dict], out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = sorted({(r["k"], r["method"]) for r in rows})
+    concurrencies = sorted({r["concurrency"] for r in rows})
+    paths = []
+    for key, ylabel, title, name in (
+            ("output_throughput", "output tokens/s", "Output throughput vs concurrency", "throughput_vs_concurrency"),
+            ("mean_tpot_ms", "mean TPOT (ms)", "TPOT vs concurrency", "tpot_vs_concurrency"),
+            ("tpot_speedup", "TPOT speedup over baseline (x)", "TPOT speedup vs concurrency",
+             "tpot_speedup_vs_concurrency")):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for k, method in methods:
+            pts = sorted((r["concurrency"], r.get(key)) for r in rows if r["k"] == k and r.get(key) is not None)
+            if pts:
+                ax.plot([c for c, _ in pts], [v for _, v in pts], marker="o", label=method)
+        if key == "tpot_speedup":
+            ax.axhline(1.0, color="gray", linestyle=":", linewidth=1)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(concurrencies)
+        ax.set_xticklabels([str(c) for c in concurrencies])
+        ax.set_xlabel("max concurrency")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        path = out_dir / f"{name}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def hardware() -> dict:
+    info = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "python": platform.python_version()}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        if names:
+            info["cpu_model"] = names[0]
+    except OSError:
+        pass
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        if out.returncode == 0 and out.stdout.strip():
+            info["gpus"] = out.stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return info
+
+
+def write_outputs(sweep: dict, out_dir: Path) -> None:
+    add_speedups(sweep["rows"])
+    (out_dir / "sweep.json").write_text(json.dumps(sweep, indent=1) + "\n", encoding="utf-8")
+    header = f"Command: `{sweep['command']}`\n\n" if sweep.get("command") else ""
+    (out_dir / "results.md").write_text(header + markdown_table(sweep["rows"]), encoding="utf-8")
+
+
+# ---- main ---------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = shlex.join(["scripts/bench_mtp_sweep.py"] + argv)
+    server_extra = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, server_extra = argv[:i], argv[i + 1:]
+    ns = build_parser().parse_args(argv)
+    out_dir = Path(ns.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if ns.replot:
+        sweep = json.loads((out_dir / "sweep.json").read_text(encoding="utf-8"))
+        write_outputs(sweep, out_dir)
+        plot(sweep["rows"], out_dir)
+        print(markdown_table(sweep["rows"]))
+        return 0
+
+    from mtpserve.bench.datasets import load_tokenizer
+    from mtpserve.bench.runner import run
+
+    if ns.sharegpt_split is None:
+        from mtpserve.engine_args import DEFAULT_MODEL
+
+        embedded = ns.model is None or Path(ns.model).resolve() == DEFAULT_MODEL.resolve()
+        ns.sharegpt_split = "held-out" if embedded else "all"
+    tokenizer = load_tokenizer(ns.tokenizer, ns.model)
+    (out_dir / "raw").mkdir(exist_ok=True)
+    server_cmd = shlex.split(ns.server_cmd)
+    sweep = {"command": command,
+             "model": ns.model, "ks": ns.ks, "concurrencies": ns.concurrencies, "server_extra_flags": server_extra,
+             "bench_config": None, "hardware": hardware(), "rows": [], "errors": []}
+    errors = []
+    for k in ns.ks:
+        method = method_name(k)
+        log_path = out_dir / f"server_{method.replace(' ', '_').replace('=', '')}.log"
+        port = free_port()
+        base_url = f"http://127.0.0.1:{port}"
+        print(f"== {method}: starting the server on {base_url} (log: {log_path})", flush=True)
+        proc, cmd = start_server(server_cmd, ns.model, k, port, server_extra, log_path)
+        try:
+            wait_healthy(proc, base_url, ns.server_timeout, log_path)
+            for i, c in enumerate(ns.concurrencies):
+                if c <= 0:
+                    raise ValueError(f"concurrency must be positive, got {c}")
+                cfg = config_from_args(ns, base_url=base_url, max_concurrency=c, num_prompts=num_prompts(ns, c),
+                                       seed=ns.seed + i, save_result=None)
+                result = run(cfg, tokenizer)
+                result.save(out_dir / "raw" / f"{method.replace(' ', '_').replace('=', '')}_c{c}.json")
+                row = summary_row(method, k, c, result)
+                row["server_command"] = shlex.join(cmd)
+                sweep["rows"].append(row)
+                if sweep["bench_config"] is None:
+                    sweep["bench_config"] = {key: v for key, v in result.to_dict(with_records=False)["config"].items()
+                                             if key not in ("base_url", "max_concurrency", "num_prompts", "seed")}
+                acc = row["acceptance_rate"]
+                print(f"   {method} c={c}: {row['completed']}/{row['num_prompts']} ok, mean TPOT "
+                      f"{_fmt(row['mean_tpot_ms'], '.2f')} ms, mean TTFT {_fmt(row['mean_ttft_ms'], '.2f')} ms, "
+                      f"{row['output_throughput']:.1f} out tok/s"
+                      + (f", acceptance {100 * acc:.1f}%" if acc is not None else ""), flush=True)
+                write_outputs(sweep, out_dir)  # partial results survive an interrupted sweep
+        except Exception as e:  # one broken method should not lose the others
+            msg = f"{method}: {type(e).__name__}: {e}"
+            print("   error: " + msg, file=sys.stderr, flush=True)
+            errors.append(msg)
+            sweep["errors"].append(msg)
+        finally:
+            stop_server(proc)
+    write_outputs(sweep, out_dir)
+    if sweep["rows"]:
+        for path in plot(sweep["rows"], out_dir):
+            print(f"wrote {path}")
+    print(markdown_table(sweep["rows"]))
+    print(f"wrote {out_dir / 'results.md'} and {out_dir / 'sweep.json'}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
