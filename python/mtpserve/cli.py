@@ -80,6 +80,10 @@ def check_single_rank(ns: argparse.Namespace) -> None:
         raise ValueError("--enable_mla=false: DeepSeek-V3 models use MLA attention, so --enable_mla must be true")
     if not 0 <= ns.port <= 65535:
         raise ValueError(f"--port must be in 0..65535, got {ns.port}")
+    if not 0 <= ns.grpc_port <= 65535:
+        raise ValueError(f"--grpc_port must be in 0..65535 (0: no gRPC API), got {ns.grpc_port}")
+    if ns.grpc_port and ns.grpc_port == ns.port:
+        raise ValueError(f"--grpc_port={ns.grpc_port} must differ from --port")
 
 
 def cmd_serve(ns: argparse.Namespace) -> int:
@@ -89,13 +93,15 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     from mtpserve.server.serve import serve
 
     serve(args, host=ns.host, port=ns.port, api_key=ns.api_key, served_model_name=ns.served_model_name,
-          log_level=ns.log_level)
+          log_level=ns.log_level, grpc_port=ns.grpc_port)
     return 0
 
 
 def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address of the HTTP API")
     parser.add_argument("--port", type=int, default=8000, help="port of the HTTP API")
+    parser.add_argument("--grpc_port", type=int, default=0, help="port of the public gRPC API (proto/mtpserve.proto) "
+                        "on --host; 0 (default): no gRPC API")
     parser.add_argument("--api_key", default=None, help="require 'Authorization: Bearer <key>' (all but /health)")
     parser.add_argument("--served_model_name", default=None, help="model name of the API (default: the model "
                                                                   "directory's name)")

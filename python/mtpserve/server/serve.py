@@ -18,8 +18,9 @@ logger = logging.getLogger("mtpserve.server")
 
 
 def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
-          served_model_name: str | None = None, log_level: str = "info") -> None:
-    """Loads the engine, serves the OpenAI API until SIGINT/SIGTERM, then shuts the engine down."""
+          served_model_name: str | None = None, log_level: str = "info", grpc_port: int = 0) -> None:
+    """Loads the engine, serves the OpenAI API (and the gRPC API when grpc_port is not 0, on the same
+    event loop over the same engine) until SIGINT/SIGTERM, then shuts the engine down."""
     from mtpserve.engine import EngineCore
     from mtpserve.server.app import build_app
     from mtpserve.server.async_engine import AsyncEngine
@@ -34,14 +35,42 @@ def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: 
     try:
         app = build_app(engine, name, api_key=api_key, model_root=str(args.model))
         logger.info("serving %s (max_model_len %d) on http://%s:%d", name, engine.max_model_len, host, port)
-        _Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)).run()
+        grpc_server = None
+        if grpc_port:
+            from mtpserve.grpc_api.server import GrpcServer
+
+            grpc_server = GrpcServer(engine, name, host=host, port=grpc_port, api_key=api_key,
+                                     model_root=str(args.model))
+        # grpc.aio is only known to be solid on asyncio's own loop, so no uvloop next to it.
+        loop = {"loop": "asyncio"} if grpc_server else {}
+        _Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5, **loop),
+                grpc_server).run()
     finally:
         engine.shutdown()
 
 
 class _Server(uvicorn.Server):
     """uvicorn's Server, except that SIGINT/SIGTERM end serve() and stay handled: uvicorn would
-    re-raise the signal afterwards and kill the process before the engine is shut down."""
+    re-raise the signal afterwards and kill the process before the engine is shut down. A gRPC
+    server, if given, runs on the same event loop for as long as the HTTP server does."""
+
+    def __init__(self, config: uvicorn.Config, grpc_server=None):
+        super().__init__(config)
+        self.grpc_server = grpc_server
+
+    async def serve(self, sockets=None):
+        if self.grpc_server is None:
+            return await super().serve(sockets)
+        try:
+            await self.grpc_server.start()
+        except OSError as e:
+            logger.error("%s", e)
+            raise SystemExit(1) from None
+        logger.info("serving the gRPC API on %s", self.grpc_server.target)
+        try:
+            await super().serve(sockets)
+        finally:
+            await self.grpc_server.stop(grace=2.0)
 
     @contextlib.contextmanager
     def capture_signals(self):
