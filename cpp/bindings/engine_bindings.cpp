@@ -5,6 +5,7 @@
 
 #include "engine/engine.h"
 #include "engine/rejection_sampler.h"
+#include "engine/worker.h"
 
 namespace py = pybind11;
 
@@ -87,7 +88,20 @@ void bind_engine(py::module_& m) {
            "Tests only: draft future_outputs[n:n+k] at output index n instead of the MTP layer's argmax.")
       .def("get_outputs", &Engine::get_outputs, py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
       .def("stats", &Engine::stats)
+      .def("fail", &Engine::fail, py::arg("reason"),
+           "Marks the engine failed (a rank died): open requests end with `reason`, new ones are refused.")
+      .def("error", &Engine::error, "Why the engine failed, or None.")
       .def("shutdown", &Engine::shutdown, py::call_guard<py::gil_scoped_release>());
+  py::class_<Worker>(m, "Worker", "Tensor-parallel ranks 1..N-1: runs the forwards rank 0's Engine announces.")
+      .def(py::init([](const DeepSeekV3& target, std::vector<at::Tensor> caches, const MtpLayer* mtp,
+                       std::optional<at::Tensor> mtp_cache) {
+             return std::make_unique<Worker>(target, std::move(caches), mtp, mtp_cache.value_or(at::Tensor()));
+           }),
+           py::arg("target"), py::arg("caches"), py::arg("mtp") = nullptr, py::arg("mtp_cache") = std::nullopt,
+           py::keep_alive<1, 2>(), py::keep_alive<1, 4>())
+      .def("run", &Worker::run, py::call_guard<py::gil_scoped_release>(),
+           "Blocks until rank 0 shuts the group down; raises when a collective fails.")
+      .def_property_readonly("steps", &Worker::steps);
 }
 
 }  // namespace mtpserve::bindings

@@ -52,9 +52,21 @@ void bind_config(py::module_& m) {
 
 void bind_model(py::module_& m) {
   bind_config(m);
+  py::class_<TensorParallel>(m, "TensorParallel",
+                             "This rank's place in a tensor-parallel c10d process group (default: one rank).")
+      .def(py::init<>())
+      .def_static("from_group_name", &TensorParallel::from_group_name, py::arg("group_name"), py::arg("timeout_s"),
+                  "The torch.distributed group registered under `group_name` (ProcessGroup.group_name); every "
+                  "collective waits at most timeout_s.")
+      .def_property_readonly("rank", &TensorParallel::rank)
+      .def_property_readonly("size", &TensorParallel::size);
   py::class_<DeepSeekV3>(m, "DeepSeekV3")
-      .def(py::init([](const ModelConfig& c, TensorMap w) { return DeepSeekV3(c, Weights(std::move(w))); }),
-           py::arg("config"), py::arg("weights"))
+      .def(py::init([](const ModelConfig& c, TensorMap w, const TensorParallel& tp) {
+             return DeepSeekV3(c, Weights(std::move(w)), tp);
+           }),
+           py::arg("config"), py::arg("weights"), py::arg("tp") = TensorParallel(),
+           "With a tensor-parallel `tp`, the weights are the full checkpoint tensors; this rank keeps its shards.")
+      .def_property_readonly("tp", &DeepSeekV3::tp)
       .def(
           "forward",
           [](const DeepSeekV3& model, const std::vector<at::Tensor>& caches, const at::Tensor& token_ids,
@@ -71,7 +83,7 @@ void bind_model(py::module_& m) {
 
   py::class_<MtpLayer>(m, "MtpLayer")
       .def(py::init([](const ModelConfig& c, TensorMap w, int64_t layer, const DeepSeekV3& target) {
-             return MtpLayer(c, Weights(std::move(w)), layer, target.embedding(), target.lm_head());
+             return MtpLayer(c, Weights(std::move(w)), layer, target.embedding(), target.lm_head(), target.tp());
            }),
            py::arg("config"), py::arg("weights"), py::arg("layer"), py::arg("target"), py::keep_alive<1, 5>())
       .def(

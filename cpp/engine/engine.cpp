@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "engine/rejection_sampler.h"
+#include "engine/step_broadcast.h"
 #include "engine/step_input.h"
 
 namespace mtpserve {
@@ -44,17 +45,21 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
                at::Tensor mtp_cache)
     : config_(std::move(config)),
       target_(target),
+      tp_(target.tp()),
       blocks_(config_.num_blocks, config_.block_size, config_.enable_prefix_cache),
       scheduler_(config_.scheduler, blocks_),
       executor_(target, std::move(caches)),
       seeds_(config_.seed),
       max_threads_(at::get_num_threads()) {
+  if (tp_.enabled() && tp_.rank() != 0) {
+    throw std::invalid_argument("the Engine runs on tensor-parallel rank 0; ranks 1..N-1 run a Worker");
+  }
   if (config_.num_speculative_tokens > 0) {
     blocks_.set_recompute_last_hit_block(true);
     if (mtp == nullptr || !mtp_cache.defined()) {
       throw std::invalid_argument("num_speculative_tokens > 0 needs an MTP layer and its cache");
     }
-    drafter_.emplace(*mtp, target.rope(), std::move(mtp_cache), config_.block_size);
+    drafter_.emplace(*mtp, target.rope(), std::move(mtp_cache), config_.block_size, tp_.enabled() ? &tp_ : nullptr);
   }
   thread_ = std::thread([this] { loop(); });
 }
@@ -92,6 +97,7 @@ void Engine::add_request(const std::string& id, std::vector<int64_t> prompt, Sam
   }
   std::lock_guard lock(inbox_mutex_);
   if (stopping_) throw std::runtime_error("the engine is shut down");
+  if (failure_) throw std::runtime_error("the engine failed: " + *failure_);
   if (!live_ids_.emplace(id, true).second) {
     throw std::invalid_argument("request id '" + id + "' is already in use");
   }
@@ -118,6 +124,19 @@ std::vector<RequestOutput> Engine::get_outputs(double timeout_s) {
   return std::exchange(outbox_, {});
 }
 
+void Engine::fail(const std::string& reason) {
+  {
+    std::lock_guard lock(inbox_mutex_);
+    if (!failure_) failure_ = reason;
+  }
+  inbox_cv_.notify_all();
+}
+
+std::optional<std::string> Engine::error() const {
+  std::lock_guard lock(inbox_mutex_);
+  return failure_;
+}
+
 EngineStats Engine::stats() const {
   std::lock_guard lock(stats_mutex_);
   return stats_;
@@ -125,18 +144,34 @@ EngineStats Engine::stats() const {
 
 void Engine::loop() {
   while (true) {
+    std::optional<std::string> failure;
     {
       std::unique_lock lock(inbox_mutex_);
       inbox_cv_.wait(lock, [&] {
-        return stopping_ || !pending_.empty() || !aborts_.empty() || scheduler_.has_unfinished();
+        return stopping_ || (failure_ && !failed_handled_) || (!failure_ && !pending_.empty()) || !aborts_.empty() ||
+               (!failure_ && scheduler_.has_unfinished());
       });
-      if (stopping_) return;
+      if (stopping_) break;
+      failure = failure_;
     }
     drain_inbox();
+    if (failure) {
+      fail_all(*failure);  // and never step (nor issue a collective) again
+      failed_handled_ = true;
+      refresh_stats();
+      continue;
+    }
     step();
     refresh_stats();
     std::lock_guard lock(stats_mutex_);
     stats_.steps += 1;
+  }
+  if (tp_.enabled() && !error()) {
+    try {
+      send_step(tp_, StepKind::kShutdown);
+    } catch (const std::exception&) {
+      // a worker is gone already: nothing left to stop
+    }
   }
 }
 
@@ -254,6 +289,9 @@ void Engine::step() {
     publish(std::move(outputs));
   } catch (const std::exception& e) {
     fail_step(plan, e.what());
+    // A rank's forward failed midway (a peer died, a collective timed out): the ranks are out of
+    // step, so no further collective may be issued.
+    if (tp_.enabled()) fail(std::string("tensor-parallel step failed: ") + e.what());
   }
 }
 
@@ -393,6 +431,23 @@ void Engine::fail_step(const SchedulerOutput& plan, const std::string& error) {
     out.error = error;
     requests_.erase(it);
     outputs.push_back(std::move(out));
+  }
+  publish(std::move(outputs));
+}
+
+void Engine::fail_all(const std::string& error) {
+  std::vector<RequestOutput> outputs;
+  std::vector<int64_t> seq_ids;
+  for (const auto& [seq_id, request] : requests_) seq_ids.push_back(seq_id);
+  std::sort(seq_ids.begin(), seq_ids.end());
+  for (int64_t seq_id : seq_ids) {
+    Request& request = requests_.at(seq_id);
+    RequestOutput out{request.id};
+    finish(request, FinishReason::kAbort, out);
+    out.finish_reason = "error";
+    out.error = error;
+    outputs.push_back(std::move(out));
+    requests_.erase(seq_id);
   }
   publish(std::move(outputs));
 }

@@ -1,6 +1,10 @@
 #pragma once
 // The engine loop: schedule -> build step -> execute -> sample -> update, on its own thread.
 // add_request / abort / get_outputs are thread-safe and never wait on a step.
+// Under tensor parallelism (the target model's TensorParallel has size > 1) this is rank 0: it
+// announces every forward to the workers (engine/step_broadcast.h) and sends them shutdown when
+// it stops. A failed step there, or fail(), leaves the engine failed: every open request ends
+// with the error, new ones are refused, and no collective is issued again.
 #include <ATen/core/Tensor.h>
 
 #include <condition_variable>
@@ -61,6 +65,10 @@ class Engine {
   // Outputs gathered so far, waiting up to timeout_s for the first one.
   std::vector<RequestOutput> get_outputs(double timeout_s);
   EngineStats stats() const;
+  // Marks the engine failed (a rank died): open requests end with `reason`, new ones are refused.
+  void fail(const std::string& reason);
+  // The reason the engine failed, if it has.
+  std::optional<std::string> error() const;
   void shutdown();
 
  private:
@@ -84,6 +92,7 @@ class Engine {
   int64_t draft_budget(const Sequence& seq) const;
   void fail_step(const SchedulerOutput& plan, const std::string& error);
   void fail_sequence(int64_t seq_id, const std::string& error);
+  void fail_all(const std::string& error);
   void finish(Request& request, FinishReason reason, RequestOutput& out);
   // Appends sampled tokens up to the first stop; true when the request is finished.
   bool append_tokens(Request& request, const std::vector<int64_t>& tokens, RequestOutput& out);
@@ -92,6 +101,7 @@ class Engine {
 
   EngineConfig config_;
   const DeepSeekV3& target_;
+  const TensorParallel& tp_;
   BlockManager blocks_;
   Scheduler scheduler_;
   Executor executor_;
@@ -103,13 +113,15 @@ class Engine {
   int64_t next_seq_id_ = 0;
   int max_threads_;  // intra-op threads for large steps
 
-  std::mutex inbox_mutex_;
+  mutable std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;
   std::vector<Request> pending_;
   std::vector<std::string> aborts_;
   std::vector<std::pair<std::string, std::vector<int64_t>>> overrides_;
   std::unordered_map<std::string, bool> live_ids_;  // ids accepted and not yet finished
   bool stopping_ = false;
+  std::optional<std::string> failure_;  // set once; guarded by inbox_mutex_
+  bool failed_handled_ = false;         // loop thread only
 
   std::mutex outbox_mutex_;
   std::condition_variable outbox_cv_;

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "engine/step_broadcast.h"
 #include "engine/step_input.h"
 
 namespace mtpserve {
@@ -33,7 +34,9 @@ void MtpDrafter::propose(const std::vector<DraftRequest>& requests, const at::Te
     for (int64_t i = 0; i < r.num_pairs; ++i) hidden_rows.push_back(r.hidden_row + i);
   }
   auto rows = at::tensor(hidden_rows, at::kLong).to(device);
-  auto [drafts, hidden] = run(layer_, rope_, cache_, fill.build(device), target_hidden.index_select(0, rows));
+  StepInput fill_input = fill.build(device);
+  if (broadcast_) send_step(*broadcast_, StepKind::kMtpFill, fill_input.wire, hidden_rows);
+  auto [drafts, hidden] = run(layer_, rope_, cache_, fill_input, target_hidden.index_select(0, rows));
 
   std::vector<size_t> active;  // requests still drafting, with their row in `hidden`
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -58,7 +61,9 @@ void MtpDrafter::propose(const std::vector<DraftRequest>& requests, const at::Te
     }
     if (next.empty()) break;
     auto prev = hidden.index_select(0, at::tensor(prev_rows, at::kLong).to(device));
-    std::tie(drafts, hidden) = run(layer_, rope_, cache_, step.build(device), prev);
+    StepInput step_input = step.build(device);
+    if (broadcast_) send_step(*broadcast_, StepKind::kMtpDraft, step_input.wire, prev_rows);
+    std::tie(drafts, hidden) = run(layer_, rope_, cache_, step_input, prev);
     for (size_t a = 0; a < next.size(); ++a) requests[next[a]].seq->draft_tokens.push_back(drafts[a]);
     active = std::move(next);
   }

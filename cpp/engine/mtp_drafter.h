@@ -24,8 +24,11 @@ struct DraftRequest {
 
 class MtpDrafter {
  public:
-  MtpDrafter(const MtpLayer& layer, const RotaryEmbedding& rope, at::Tensor cache, int64_t block_size)
-      : layer_(layer), rope_(rope), cache_(std::move(cache)), block_size_(block_size) {}
+  // With `broadcast` (rank 0 of a tensor-parallel group), every MTP forward is announced to the
+  // workers first (engine/step_broadcast.h).
+  MtpDrafter(const MtpLayer& layer, const RotaryEmbedding& rope, at::Tensor cache, int64_t block_size,
+             const TensorParallel* broadcast = nullptr)
+      : layer_(layer), rope_(rope), cache_(std::move(cache)), block_size_(block_size), broadcast_(broadcast) {}
 
   // Sets each request's seq->draft_tokens (tokens up to first_pair + num_pairs must be known).
   void propose(const std::vector<DraftRequest>& requests, const at::Tensor& target_hidden) const;
@@ -35,6 +38,7 @@ class MtpDrafter {
   const RotaryEmbedding& rope_;
   at::Tensor cache_;
   int64_t block_size_;
+  const TensorParallel* broadcast_;
 };
 
 }  // namespace mtpserve

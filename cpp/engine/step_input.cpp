@@ -24,30 +24,56 @@ void StepBuilder::add(const std::vector<int32_t>& block_table, int64_t first, st
   tables_.push_back(&block_table);
 }
 
+namespace {
+
+// Views of the device copy of wire's packed part, and the host vectors after it.
+StepInput unpack(std::vector<int64_t> wire, const at::Device& device) {
+  const int64_t t = wire[0], n = wire[1], seqs = wire[2], width = wire[3];
+  const int64_t packed = 3 * t + n + seqs * width;
+  auto buffer = at::tensor(at::ArrayRef<int64_t>(wire.data() + 4, packed), at::kLong).to(device);
+  StepInput out;
+  out.token_ids = buffer.narrow(0, 0, t);
+  out.positions = buffer.narrow(0, t, t);
+  out.attention.slot_mapping = buffer.narrow(0, 2 * t, t);
+  out.sample_rows = buffer.narrow(0, 3 * t, n);
+  out.attention.block_tables = buffer.narrow(0, 3 * t + n, seqs * width).view({seqs, width});
+  auto it = wire.begin() + 4 + packed;
+  auto take = [&](int64_t count) {
+    std::vector<int64_t> part(it, it + count);
+    it += count;
+    return part;
+  };
+  out.attention.query_start = take(seqs + 1);
+  out.attention.context_lens = take(seqs);
+  out.first_sample = take(seqs);
+  out.num_samples = take(seqs);
+  out.wire = std::move(wire);
+  return out;
+}
+
+}  // namespace
+
 StepInput StepBuilder::build(const at::Device& device) {
   int64_t width = 1;
   for (const auto* t : tables_) width = std::max<int64_t>(width, static_cast<int64_t>(t->size()));
-  std::vector<int64_t> tables;
-  for (const auto* t : tables_) {
-    tables.insert(tables.end(), t->begin(), t->end());
-    tables.resize(tables.size() + width - t->size(), 0);
+  const auto t = static_cast<int64_t>(tokens_.size()), n = static_cast<int64_t>(samples_.size());
+  const auto seqs = static_cast<int64_t>(tables_.size());
+  std::vector<int64_t> wire{t, n, seqs, width};
+  wire.reserve(4 + 3 * t + n + seqs * width + 4 * seqs + 1);
+  for (auto* part : {&tokens_, &positions_, &slots_, &samples_}) wire.insert(wire.end(), part->begin(), part->end());
+  for (const auto* table : tables_) {
+    wire.insert(wire.end(), table->begin(), table->end());
+    wire.resize(wire.size() + width - table->size(), 0);
+  }
+  for (auto* part : {&query_start_, &context_lens_, &out_.first_sample, &out_.num_samples}) {
+    wire.insert(wire.end(), part->begin(), part->end());
   }
   // One host buffer, one copy to the device, then views into it.
-  const auto t = static_cast<int64_t>(tokens_.size()), n = static_cast<int64_t>(samples_.size());
-  std::vector<int64_t> packed;
-  for (auto* part : {&tokens_, &positions_, &slots_, &samples_, &tables}) {
-    packed.insert(packed.end(), part->begin(), part->end());
-  }
-  auto buffer = at::tensor(packed, at::kLong).to(device);
-  out_.token_ids = buffer.narrow(0, 0, t);
-  out_.positions = buffer.narrow(0, t, t);
-  out_.attention.slot_mapping = buffer.narrow(0, 2 * t, t);
-  out_.sample_rows = buffer.narrow(0, 3 * t, n);
-  out_.attention.block_tables =
-      buffer.narrow(0, 3 * t + n, static_cast<int64_t>(tables.size())).view({static_cast<int64_t>(tables_.size()), width});
-  out_.attention.query_start = std::move(query_start_);
-  out_.attention.context_lens = std::move(context_lens_);
-  return std::move(out_);
+  return unpack(std::move(wire), device);
+}
+
+StepInput step_input_from_wire(std::span<const int64_t> wire, const at::Device& device) {
+  return unpack(std::vector<int64_t>(wire.begin(), wire.end()), device);
 }
 
 StepInput build_step_input(const std::vector<ScheduledSequence>& scheduled, int64_t block_size,

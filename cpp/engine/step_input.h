@@ -17,7 +17,14 @@ struct StepInput {
   at::Tensor sample_rows;             // [samples] rows whose logits are needed
   std::vector<int64_t> first_sample;  // per sequence: its first entry in sample_rows
   std::vector<int64_t> num_samples;   // per sequence: 0, 1, or 1 + drafts when verifying
+  // The whole step as one int64 host buffer (what tensor-parallel workers receive):
+  // [tokens, samples, seqs, table width, token ids, positions, slots, sample rows, block tables,
+  //  query_start, context_lens, first_sample, num_samples].
+  std::vector<int64_t> wire;
 };
+
+// Rebuilds a StepInput from StepInput::wire (one copy to `device`, as build() does).
+StepInput step_input_from_wire(std::span<const int64_t> wire, const at::Device& device);
 
 // Collects sequences' rows on the host; build() makes the StepInput.
 class StepBuilder {

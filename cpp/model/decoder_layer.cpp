@@ -4,24 +4,29 @@
 
 namespace mtpserve {
 
-DecoderLayer::DecoderLayer(const ModelConfig& c, const Weights& w, int64_t layer)
-    : input_norm_(w.get(layer_prefix(layer) + "input_layernorm.weight", {c.hidden_size}), c.rms_norm_eps),
+DecoderLayer::DecoderLayer(const ModelConfig& c, const Weights& w, int64_t layer, const TensorParallel& tp)
+    : tp_(tp),
+      input_norm_(w.get(layer_prefix(layer) + "input_layernorm.weight", {c.hidden_size}), c.rms_norm_eps),
       post_attention_norm_(w.get(layer_prefix(layer) + "post_attention_layernorm.weight", {c.hidden_size}),
                            c.rms_norm_eps),
-      attention_(c, w, layer_prefix(layer) + "self_attn.") {
+      attention_(c, w, layer_prefix(layer) + "self_attn.", tp) {
   const std::string p = layer_prefix(layer) + "mlp.";
   if (c.is_moe_layer(layer)) {
-    moe_.emplace(c, w, p);
+    moe_.emplace(c, w, p, tp);
   } else {
-    mlp_.emplace(w, p, c.hidden_size, c.intermediate_size);
+    mlp_.emplace(w, p, c.hidden_size, c.intermediate_size, tp);
   }
 }
 
 at::Tensor DecoderLayer::operator()(const at::Tensor& x, const at::Tensor& positions, const RotaryEmbedding& rope,
                                     const at::Tensor& cache, const kernels::AttentionMetadata& meta) const {
-  auto h = x + attention_(input_norm_(x), positions, rope, cache, meta);
+  auto attended = attention_(input_norm_(x), positions, rope, cache, meta);
+  tp_.all_reduce(attended);
+  auto h = x + attended;
   auto normed = post_attention_norm_(h);
-  return h + (moe_ ? (*moe_)(normed) : (*mlp_)(normed));
+  auto mixed = moe_ ? (*moe_)(normed) : (*mlp_)(normed);
+  tp_.all_reduce(mixed);
+  return h + mixed;
 }
 
 }  // namespace mtpserve

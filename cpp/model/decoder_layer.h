@@ -1,5 +1,6 @@
 #pragma once
-// Pre-norm decoder block: MLA then a dense MLP or an MoE, each with a residual.
+// Pre-norm decoder block: MLA then a dense MLP or an MoE, each with a residual. Tensor parallel:
+// one all-reduce after attention's o_proj and one after the MLP / MoE.
 #include <ATen/core/Tensor.h>
 
 #include <optional>
@@ -13,11 +14,12 @@ namespace mtpserve {
 
 class DecoderLayer {
  public:
-  DecoderLayer(const ModelConfig& config, const Weights& weights, int64_t layer);
+  DecoderLayer(const ModelConfig& config, const Weights& weights, int64_t layer, const TensorParallel& tp = {});
   at::Tensor operator()(const at::Tensor& x, const at::Tensor& positions, const RotaryEmbedding& rope,
                         const at::Tensor& cache, const kernels::AttentionMetadata& meta) const;
 
  private:
+  TensorParallel tp_;
   RMSNorm input_norm_, post_attention_norm_;
   MultiHeadLatentAttention attention_;
   std::optional<DenseMLP> mlp_;

@@ -6,13 +6,15 @@
 
 namespace mtpserve {
 
-DeepSeekV3::DeepSeekV3(const ModelConfig& c, const Weights& w)
+DeepSeekV3::DeepSeekV3(const ModelConfig& c, const Weights& w, const TensorParallel& tp)
     : config_(c),
+      tp_(tp),
       rope_(c),
       embed_(w.get("model.embed_tokens.weight", {c.vocab_size, c.hidden_size})),
-      lm_head_(c.tie_word_embeddings ? embed_ : w.get("lm_head.weight", {c.vocab_size, c.hidden_size})),
+      lm_head_(w.get_shard(c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+                           {c.vocab_size, c.hidden_size}, 0, tp.rank(), tp.size())),
       norm_(w.get("model.norm.weight", {c.hidden_size}), c.rms_norm_eps) {
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers_.emplace_back(c, w, i);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers_.emplace_back(c, w, i, tp);
   rope_.to(embed_.device());
 }
 
@@ -27,6 +29,8 @@ at::Tensor DeepSeekV3::forward(const at::Tensor& token_ids, const at::Tensor& po
   return norm_(h);
 }
 
-at::Tensor DeepSeekV3::logits(const at::Tensor& hidden) const { return at::linear(hidden, lm_head_); }
+at::Tensor DeepSeekV3::logits(const at::Tensor& hidden) const {
+  return tp_.all_gather_last_dim(at::linear(hidden, lm_head_));
+}
 
 }  // namespace mtpserve

@@ -15,24 +15,26 @@ namespace {
 constexpr int64_t kMaxAbsorbedQueryLen = 16;
 }  // namespace
 
-MultiHeadLatentAttention::MultiHeadLatentAttention(const ModelConfig& c, const Weights& w, const std::string& p)
-    : heads_(c.num_attention_heads),
+MultiHeadLatentAttention::MultiHeadLatentAttention(const ModelConfig& c, const Weights& w, const std::string& p,
+                                                   const TensorParallel& tp)
+    : heads_(shard_size(c.num_attention_heads, tp.size(), "num_attention_heads")),
       nope_dim_(c.qk_nope_head_dim),
       rope_dim_(c.qk_rope_head_dim),
       v_dim_(c.v_head_dim),
       kv_lora_rank_(c.kv_lora_rank),
       kv_a_layernorm_(w.get(p + "kv_a_layernorm.weight", {c.kv_lora_rank}), c.rms_norm_eps) {
-  const int64_t h = c.hidden_size, qk = c.qk_head_dim();
+  const int64_t h = c.hidden_size, qk = c.qk_head_dim(), all_heads = c.num_attention_heads;
+  const int64_t rank = tp.rank(), size = tp.size();
   if (c.q_lora_rank > 0) {
     q_a_proj_ = w.get(p + "q_a_proj.weight", {c.q_lora_rank, h});
     q_a_layernorm_.emplace(w.get(p + "q_a_layernorm.weight", {c.q_lora_rank}), c.rms_norm_eps);
-    q_b_proj_ = w.get(p + "q_b_proj.weight", {heads_ * qk, c.q_lora_rank});
+    q_b_proj_ = w.get_shard(p + "q_b_proj.weight", {all_heads * qk, c.q_lora_rank}, 0, rank, size);
   } else {
-    q_proj_ = w.get(p + "q_proj.weight", {heads_ * qk, h});
+    q_proj_ = w.get_shard(p + "q_proj.weight", {all_heads * qk, h}, 0, rank, size);
   }
   kv_a_proj_ = w.get(p + "kv_a_proj_with_mqa.weight", {kv_lora_rank_ + rope_dim_, h});
-  kv_b_proj_ = w.get(p + "kv_b_proj.weight", {heads_ * (nope_dim_ + v_dim_), kv_lora_rank_});
-  o_proj_ = w.get(p + "o_proj.weight", {h, heads_ * v_dim_});
+  kv_b_proj_ = w.get_shard(p + "kv_b_proj.weight", {all_heads * (nope_dim_ + v_dim_), kv_lora_rank_}, 0, rank, size);
+  o_proj_ = w.get_shard(p + "o_proj.weight", {h, all_heads * v_dim_}, 1, rank, size);
   auto kv_b = kv_b_proj_.view({heads_, nope_dim_ + v_dim_, kv_lora_rank_});
   w_uk_ = kv_b.narrow(1, 0, nope_dim_).contiguous();
   w_uv_t_ = kv_b.narrow(1, nope_dim_, v_dim_).transpose(1, 2).contiguous();

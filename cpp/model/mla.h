@@ -1,11 +1,15 @@
 #pragma once
 // Multi-head Latent Attention (DeepSeek-V2/V3). The cache keeps one latent row per token:
 // kv_a_layernorm(compressed kv) followed by the rotated shared key.
+// Tensor parallel: each rank owns num_attention_heads / size heads (q_b_proj / q_proj and
+// kv_b_proj rows, o_proj columns); the down projections, norms and the latent cache are
+// replicated. The output is this rank's partial o_proj sum: the caller all-reduces it.
 #include <ATen/core/Tensor.h>
 
 #include <optional>
 #include <string>
 
+#include "dist/tensor_parallel.h"
 #include "kernels/attention_metadata.h"
 #include "model/model_config.h"
 #include "model/rms_norm.h"
@@ -16,7 +20,8 @@ namespace mtpserve {
 
 class MultiHeadLatentAttention {
  public:
-  MultiHeadLatentAttention(const ModelConfig& config, const Weights& weights, const std::string& prefix);
+  MultiHeadLatentAttention(const ModelConfig& config, const Weights& weights, const std::string& prefix,
+                           const TensorParallel& tp = {});
 
   at::Tensor operator()(const at::Tensor& x, const at::Tensor& positions, const RotaryEmbedding& rope,
                         const at::Tensor& cache, const kernels::AttentionMetadata& meta) const;
@@ -30,7 +35,8 @@ class MultiHeadLatentAttention {
   at::Tensor absorbed_form(const at::Tensor& q, const at::Tensor& cache, const kernels::AttentionMetadata& meta,
                            const std::vector<int64_t>& seqs) const;
 
-  int64_t heads_, nope_dim_, rope_dim_, v_dim_, kv_lora_rank_;
+  int64_t heads_;  // this rank's heads
+  int64_t nope_dim_, rope_dim_, v_dim_, kv_lora_rank_;
   double scale_;
   std::optional<at::Tensor> q_proj_, q_a_proj_, q_b_proj_;
   std::optional<RMSNorm> q_a_layernorm_;

@@ -4,9 +4,10 @@
 
 namespace mtpserve {
 
-DenseMLP::DenseMLP(const Weights& w, const std::string& p, int64_t hidden, int64_t inter)
-    : gate_up_(at::cat({w.get(p + "gate_proj.weight", {inter, hidden}), w.get(p + "up_proj.weight", {inter, hidden})})),
-      down_(w.get(p + "down_proj.weight", {hidden, inter})) {}
+DenseMLP::DenseMLP(const Weights& w, const std::string& p, int64_t hidden, int64_t inter, const TensorParallel& tp)
+    : gate_up_(at::cat({w.get_shard(p + "gate_proj.weight", {inter, hidden}, 0, tp.rank(), tp.size()),
+                        w.get_shard(p + "up_proj.weight", {inter, hidden}, 0, tp.rank(), tp.size())})),
+      down_(w.get_shard(p + "down_proj.weight", {hidden, inter}, 1, tp.rank(), tp.size())) {}
 
 at::Tensor DenseMLP::operator()(const at::Tensor& x) const {
   auto gu = at::linear(x, gate_up_);

@@ -1,16 +1,19 @@
 #pragma once
-// SwiGLU feed-forward: the dense layers and the shared experts.
+// SwiGLU feed-forward: the dense layers and the shared experts. Tensor parallel: each rank owns
+// inter / size of the intermediate dim (gate/up rows, down columns) and returns its partial sum.
 #include <ATen/core/Tensor.h>
 
 #include <string>
 
+#include "dist/tensor_parallel.h"
 #include "model/weights.h"
 
 namespace mtpserve {
 
 class DenseMLP {
  public:
-  DenseMLP(const Weights& weights, const std::string& prefix, int64_t hidden, int64_t inter);
+  DenseMLP(const Weights& weights, const std::string& prefix, int64_t hidden, int64_t inter,
+           const TensorParallel& tp = {});
   at::Tensor operator()(const at::Tensor& x) const;
 
  private:

@@ -6,7 +6,7 @@
 
 namespace mtpserve {
 
-MoE::MoE(const ModelConfig& c, const Weights& w, const std::string& p)
+MoE::MoE(const ModelConfig& c, const Weights& w, const std::string& p, const TensorParallel& tp)
     : routing_{c.n_group, c.topk_group, c.num_experts_per_tok, c.norm_topk_prob, c.routed_scaling_factor} {
   const int64_t h = c.hidden_size, inter = c.moe_intermediate_size, n = c.n_routed_experts;
   gate_ = w.get(p + "gate.weight", {n, h}).to(at::kFloat);
@@ -14,12 +14,13 @@ MoE::MoE(const ModelConfig& c, const Weights& w, const std::string& p)
   std::vector<at::Tensor> gate_up, down;
   for (int64_t e = 0; e < n; ++e) {
     const std::string ep = p + "experts." + std::to_string(e) + ".";
-    gate_up.push_back(at::cat({w.get(ep + "gate_proj.weight", {inter, h}), w.get(ep + "up_proj.weight", {inter, h})}));
-    down.push_back(w.get(ep + "down_proj.weight", {h, inter}));
+    gate_up.push_back(at::cat({w.get_shard(ep + "gate_proj.weight", {inter, h}, 0, tp.rank(), tp.size()),
+                               w.get_shard(ep + "up_proj.weight", {inter, h}, 0, tp.rank(), tp.size())}));
+    down.push_back(w.get_shard(ep + "down_proj.weight", {h, inter}, 1, tp.rank(), tp.size()));
   }
   gate_up_ = at::stack(gate_up);
   down_ = at::stack(down);
-  if (c.n_shared_experts > 0) shared_.emplace(w, p + "shared_experts.", h, inter * c.n_shared_experts);
+  if (c.n_shared_experts > 0) shared_.emplace(w, p + "shared_experts.", h, inter * c.n_shared_experts, tp);
 }
 
 at::Tensor MoE::operator()(const at::Tensor& x) const {

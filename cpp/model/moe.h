@@ -1,5 +1,7 @@
 #pragma once
-// DeepSeek MoE layer: noaux_tc-routed experts plus always-on shared experts.
+// DeepSeek MoE layer: noaux_tc-routed experts plus always-on shared experts. Tensor parallel:
+// the router is replicated, every expert (routed and shared) is split on its intermediate dim,
+// and the output is this rank's partial sum of routed + shared: the caller all-reduces it.
 #include <ATen/core/Tensor.h>
 
 #include <optional>
@@ -14,7 +16,7 @@ namespace mtpserve {
 
 class MoE {
  public:
-  MoE(const ModelConfig& config, const Weights& weights, const std::string& prefix);
+  MoE(const ModelConfig& config, const Weights& weights, const std::string& prefix, const TensorParallel& tp = {});
   at::Tensor operator()(const at::Tensor& x) const;
 
  private:

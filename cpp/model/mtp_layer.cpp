@@ -11,15 +11,19 @@ at::Tensor own_or(const Weights& w, const std::string& name, const at::Tensor& f
 }  // namespace
 
 MtpLayer::MtpLayer(const ModelConfig& c, const Weights& w, int64_t layer, const at::Tensor& target_embedding,
-                   const at::Tensor& target_head)
-    : embed_(own_or(w, layer_prefix(layer) + "embed_tokens.weight", target_embedding)),
-      head_(own_or(w, layer_prefix(layer) + "shared_head.head.weight", target_head)),
+                   const at::Tensor& target_head, const TensorParallel& tp)
+    : tp_(tp),
+      embed_(own_or(w, layer_prefix(layer) + "embed_tokens.weight", target_embedding)),
+      head_(w.contains(layer_prefix(layer) + "shared_head.head.weight")
+                ? w.get_shard(layer_prefix(layer) + "shared_head.head.weight", {c.vocab_size, c.hidden_size}, 0,
+                              tp.rank(), tp.size())
+                : target_head),
       eh_proj_(w.get(layer_prefix(layer) + "eh_proj.weight", {c.hidden_size, 2 * c.hidden_size})),
       enorm_(w.get(layer_prefix(layer) + "enorm.weight", {c.hidden_size}), c.rms_norm_eps),
       hnorm_(w.get(layer_prefix(layer) + "hnorm.weight", {c.hidden_size}), c.rms_norm_eps),
       head_norm_(w.get(layer_prefix(layer) + "shared_head.norm.weight", {c.hidden_size}),
                  c.rms_norm_eps),
-      block_(c, w, layer) {}
+      block_(c, w, layer, tp) {}
 
 at::Tensor MtpLayer::forward(const at::Tensor& token_ids, const at::Tensor& previous_hidden,
                              const at::Tensor& positions, const RotaryEmbedding& rope, const at::Tensor& cache,

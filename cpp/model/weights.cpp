@@ -1,7 +1,11 @@
 #include "model/weights.h"
 
+#include <ATen/ATen.h>
+
 #include <sstream>
 #include <stdexcept>
+
+#include "dist/tensor_parallel.h"
 
 namespace mtpserve {
 
@@ -26,6 +30,14 @@ at::Tensor Weights::get(const std::string& name, const std::vector<int64_t>& sha
                                 ", expected " + shape_str(shape));
   }
   return it->second;
+}
+
+at::Tensor Weights::get_shard(const std::string& name, const std::vector<int64_t>& full_shape, int64_t dim,
+                              int64_t rank, int64_t size) const {
+  at::Tensor full = get(name, full_shape);
+  if (size == 1) return full;
+  const int64_t part = shard_size(full_shape[dim], size, "dimension " + std::to_string(dim) + " of '" + name + "'");
+  return full.narrow(dim, rank * part, part).contiguous();
 }
 
 }  // namespace mtpserve

@@ -17,6 +17,10 @@ class Weights {
   explicit Weights(std::unordered_map<std::string, at::Tensor> tensors) : tensors_(std::move(tensors)) {}
 
   at::Tensor get(const std::string& name, const std::vector<int64_t>& shape) const;
+  // Rank `rank`'s 1/size slice along `dim` of the tensor of shape `full_shape` (tensor
+  // parallelism); the tensor itself, uncopied, when size is 1.
+  at::Tensor get_shard(const std::string& name, const std::vector<int64_t>& full_shape, int64_t dim, int64_t rank,
+                       int64_t size) const;
   bool contains(const std::string& name) const { return tensors_.count(name) > 0; }
 
  private:

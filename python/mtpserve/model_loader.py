@@ -44,7 +44,9 @@ def resolve_dtype(dtype: str | torch.dtype, config: ModelConfig) -> torch.dtype:
 
 
 def load_model(model_dir: str | Path, dtype: str | torch.dtype = "auto", device: str = "cpu",
-               with_mtp: bool = True) -> LoadedModel:
+               with_mtp: bool = True, tp: _C.TensorParallel | None = None) -> LoadedModel:
+    """With a tensor-parallel `tp`, every rank reads the full tensors and the C++ model keeps its
+    shards (MLA heads, MLP/expert intermediate dims, lm_head vocab rows)."""
     config = load_config(model_dir)
     torch_dtype = resolve_dtype(dtype, config)
     num_layers = config.num_hidden_layers
@@ -55,7 +57,7 @@ def load_model(model_dir: str | Path, dtype: str | torch.dtype = "auto", device:
         return match is None or int(match.group(1)) < wanted
 
     weights = load_weights(model_dir, torch_dtype, device, keep)
-    target = _C.DeepSeekV3(config.cpp, weights)
+    target = _C.DeepSeekV3(config.cpp, weights, tp if tp is not None else _C.TensorParallel())
     mtp = [_C.MtpLayer(config.cpp, weights, layer, target) for layer in range(num_layers, wanted)]
     return LoadedModel(config, target, mtp, torch_dtype, torch.device(device))
 

@@ -1,0 +1,57 @@
+"""Tensor-parallel process groups: one rank per process (rank = --node_rank, world size =
+--nnodes), created with torch.distributed and handed to the C++ runtime by name.
+
+The c10d rendezvous uses a TCPStore on rank 0's host at the control-plane port + 1
+(--master_node_addr host:port is the control gRPC service; host:port+1 is the store).
+"""
+from __future__ import annotations
+
+import datetime
+import os
+
+from mtpserve import _C
+
+# The collective backend of each device type (DESIGN §1: gloo on cpu, nccl on cuda, hccl on npu).
+BACKENDS = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
+# How long one collective may wait for its peers before the step fails. Peers that die are seen
+# at once (their sockets close); this bounds a peer that hangs.
+DEFAULT_TIMEOUT_S = float(os.environ.get("MTPSERVE_COLLECTIVE_TIMEOUT_S", "60"))
+
+
+def parse_master_addr(addr: str | None) -> tuple[str, int]:
+    """'host:port' (or '[v6]:port') -> (host, port), with clear errors."""
+    if not addr:
+        raise ValueError("--master_node_addr is required with --nnodes > 1 (host:port of rank 0's control service)")
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65535:
+        raise ValueError(f"--master_node_addr={addr!r}: expected host:port with a port in 1..65534 "
+                         "(port + 1 is used for the collective rendezvous)")
+    return host.strip("[]"), int(port)
+
+
+def store_port(master_port: int) -> int:
+    return master_port + 1
+
+
+def init_tensor_parallel(rank: int, world_size: int, master_addr: str, device: str = "cpu",
+                         timeout_s: float = DEFAULT_TIMEOUT_S) -> _C.TensorParallel:
+    """Joins the world group (every rank must call this) and returns it as the runtime's
+    TensorParallel. One rank: no group, the default (size 1) TensorParallel."""
+    if world_size == 1:
+        return _C.TensorParallel()
+    import torch.distributed as dist
+
+    host, port = parse_master_addr(master_addr)
+    kind = device.split(":")[0]
+    if kind not in BACKENDS:
+        raise ValueError(f"no collective backend for device {device!r}")
+    dist.init_process_group(BACKENDS[kind], init_method=f"tcp://{host}:{store_port(port)}", rank=rank,
+                            world_size=world_size, timeout=datetime.timedelta(seconds=timeout_s))
+    return _C.TensorParallel.from_group_name(dist.group.WORLD.group_name, timeout_s)
+
+
+def destroy() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()

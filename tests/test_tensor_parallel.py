@@ -1,0 +1,81 @@
+"""Tensor parallelism of the C++ model over gloo: two real processes (torch.multiprocessing) whose
+TP=2 shards give the TP=1 hidden states and logits, for the target model and the MTP layer."""
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from mtpserve import distributed
+from mtpserve.model_loader import load_model
+from paged import PagedLayout
+
+
+def free_port_pair() -> int:
+    """A port p with p and p + 1 free (the control port and the rendezvous port)."""
+    for _ in range(50):
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            with socket.socket() as b:
+                try:
+                    b.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+        if port + 1 < 65535:
+            return port
+    raise RuntimeError("no free port pair")
+
+
+def forwards(model, seed=0):
+    """A prefill of two sequences then one decode step each; returns (hidden, logits, mtp hidden, mtp logits)."""
+    torch.manual_seed(seed)
+    vocab = model.config.vocab_size
+    caches, mtp_caches = model.allocate_caches(16, 4)
+    layout = PagedLayout(16, 4, seed=seed)
+    a, b = layout.add_sequence(), layout.add_sequence()
+    out = []
+    for lens in ({a: 9, b: 5}, {a: 1, b: 1}):
+        ids = torch.randint(0, vocab, (sum(lens.values()),))
+        step = layout.step(lens)
+        hidden = model.target.forward(caches, ids, **step)
+        logits = model.target.logits(hidden)
+        mtp = model.mtp_layers[0]
+        mtp_hidden = mtp.forward(model.target, mtp_caches[0], ids, hidden, **{**step, "positions": step["positions"] + 1})
+        out += [hidden, logits, mtp_hidden, mtp.logits(mtp_hidden)]
+    return out
+
+
+def tp_rank(rank, port, model_dir, out_file):
+    tp = distributed.init_tensor_parallel(rank, 2, f"127.0.0.1:{port}")
+    try:
+        model = load_model(model_dir, "float32", with_mtp=True, tp=tp)
+        result = forwards(model)
+        if rank == 0:
+            torch.save(result, out_file)
+    finally:
+        distributed.destroy()
+
+
+def test_tp2_matches_tp1(tiny_model_dir, tmp_path):
+    expected = forwards(load_model(tiny_model_dir, "float32", with_mtp=True))
+    out_file = tmp_path / "tp2.pt"
+    mp.spawn(tp_rank, args=(free_port_pair(), str(tiny_model_dir), str(out_file)), nprocs=2, join=True)
+    got = torch.load(out_file)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert g.shape == e.shape
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+
+
+def refuse_rank(rank, port, model_dir):
+    tp = distributed.init_tensor_parallel(rank, 3, f"127.0.0.1:{port}")
+    try:
+        with pytest.raises(ValueError, match="tensor parallel size 3 does not divide"):
+            load_model(model_dir, "float32", tp=tp)
+    finally:
+        distributed.destroy()
+
+
+def test_tp_size_must_divide_the_sharded_dims(tiny_model_dir):
+    mp.spawn(refuse_rank, args=(free_port_pair(), str(tiny_model_dir)), nprocs=3, join=True)
