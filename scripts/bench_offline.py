@@ -53,6 +53,7 @@ def main() -> None:
     parser.add_argument("--ks", type=int, nargs="+", default=[0])
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--out", default=None, help="write the results as JSON here")
+    parser.add_argument("--plot", default=None, help="write a tokens/s bar chart (PNG) here")
     args = parser.parse_args()
     results = []
     for k in args.ks:
@@ -64,9 +65,48 @@ def main() -> None:
         llm.shutdown()
     info = {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "dtype": args.dtype, "max_tokens": args.max_tokens}
+    print(markdown_table(results))
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"machine": info, "results": results}, f, indent=1)
+    if args.plot:
+        plot(results, args.plot)
+
+
+def markdown_table(results: list[dict]) -> str:
+    """Tokens/s with the speedup over k = 0 at the same batch size, and the measured step costs."""
+    base = {r["batch"]: r["tokens_per_s"] for r in results if r["k"] == 0}
+    fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+    lines = ["| k | batch | tokens/s | speedup vs k=0 | acceptance rate | mean acceptance length | "
+             "target ms/step | draft ms/step | draft/target cost |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        speedup = r["tokens_per_s"] / base[r["batch"]] if r["batch"] in base else None
+        ratio = r["draft_ms_per_step"] / r["target_ms_per_step"]
+        lines.append(f"| {r['k']} | {r['batch']} | {r['tokens_per_s']:.0f} | {fmt(speedup, '.2f')} | "
+                     f"{fmt(r['acceptance_rate'], '.3f')} | {fmt(r['mean_acceptance_length'], '.2f')} | "
+                     f"{r['target_ms_per_step']:.2f} | {r['draft_ms_per_step']:.2f} | {ratio:.2f} |")
+    return "\n".join(lines)
+
+
+def plot(results: list[dict], path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ks = sorted({r["k"] for r in results})
+    batches = sorted({r["batch"] for r in results})
+    width = 0.8 / len(ks)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, k in enumerate(ks):
+        values = [next((r["tokens_per_s"] for r in results if r["k"] == k and r["batch"] == b), 0) for b in batches]
+        ax.bar([j + i * width for j in range(len(batches))], values, width, label="no MTP" if k == 0 else f"MTP k={k}")
+    ax.set_xticks([j + width * (len(ks) - 1) / 2 for j in range(len(batches))], [f"batch {b}" for b in batches])
+    ax.set_ylabel("output tokens/s")
+    ax.set_title("mtpserve offline decode, embedded model, CPU")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":
