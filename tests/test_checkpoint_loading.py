@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from checkpoints import hf_config, write_checkpoint, write_tensors
+from checkpoints import write_checkpoint, write_tensors
 from mtpserve.config import ConfigError
 from mtpserve.model_loader import load_model
 from mtpserve.weights import CheckpointError

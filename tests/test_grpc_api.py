@@ -19,6 +19,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from checkpoints import write_checkpoint
+from servers import start_serve, wait_until_healthy
 from tiny_tokenizer import write_tiny_tokenizer
 
 from mtpserve import LLM
@@ -402,23 +403,12 @@ def free_port() -> int:
 
 def test_mtpserve_serve_with_grpc_port(model_dir):
     port, grpc_port = free_port(), free_port()
-    cmd = [sys.executable, "-m", "mtpserve.cli", "serve", "--model", str(model_dir), "--dtype=float32",
+    proc = start_serve("--model", str(model_dir), "--dtype=float32",
            "--block_size", "8", "--max_cache_blocks=64", f"--port={port}", "--grpc_port", str(grpc_port),
-           "--served_model_name", "cli-model", "--api_key=k", "--num_speculative_tokens", "1", "--log_level=warning"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+           "--served_model_name", "cli-model", "--api_key=k", "--num_speculative_tokens", "1", "--log_level=warning")
     try:
         with GrpcClient(f"127.0.0.1:{grpc_port}", api_key="k", timeout=10) as c:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if c.health():
-                        break
-                except MtpserveError:
-                    pass
-                assert proc.poll() is None, proc.stdout.read()
-                assert time.monotonic() < deadline, "server did not come up"
-                time.sleep(0.1)
+            wait_until_healthy(c, proc)
             assert [m.id for m in c.models()] == ["cli-model"]
             out = c.generate(PROMPT, max_tokens=4, temperature=0, ignore_eos=True)
             assert out.usage.completion_tokens == 4 and out.spec.num_drafts > 0

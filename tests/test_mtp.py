@@ -59,6 +59,15 @@ def test_greedy_output_equals_output_without_mtp(tiny_model_dir, baseline, k, va
         llm.shutdown()
 
 
+def greedy_without_mtp(model_dir, prompt):
+    """The reference output, and how many engine steps it took."""
+    plain = LLM(str(model_dir), **BASE)
+    try:
+        return tokens(plain.generate([prompt], GREEDY_64))[0], plain.stats().steps
+    finally:
+        plain.shutdown()
+
+
 def run_with_drafts(llm, prompt, params, future):
     """One request whose drafts are taken from `future` (its output at each index) instead of MTP."""
     engine = llm.core.engine
@@ -73,10 +82,7 @@ def run_with_drafts(llm, prompt, params, future):
 @pytest.mark.parametrize("k", [1, 3])
 def test_known_correct_drafts_are_all_accepted(tiny_model_dir, k):
     prompt = BATCHES[1][0]
-    plain = LLM(str(tiny_model_dir), **BASE)
-    expected = tokens(plain.generate([prompt], GREEDY_64))[0]
-    plain_steps = plain.stats().steps
-    plain.shutdown()
+    expected, plain_steps = greedy_without_mtp(tiny_model_dir, prompt)
     llm = LLM(str(tiny_model_dir), **BASE, num_speculative_tokens=k)
     try:
         got, spec = run_with_drafts(llm, prompt, GREEDY_64, expected)
@@ -95,9 +101,7 @@ def test_known_correct_drafts_are_all_accepted(tiny_model_dir, k):
 
 def test_known_wrong_drafts_are_all_rejected_and_output_stays_exact(tiny_model_dir):
     prompt = BATCHES[1][0]
-    plain = LLM(str(tiny_model_dir), **BASE)
-    expected = tokens(plain.generate([prompt], GREEDY_64))[0]
-    plain.shutdown()
+    expected, _ = greedy_without_mtp(tiny_model_dir, prompt)
     llm = LLM(str(tiny_model_dir), **BASE, num_speculative_tokens=2)
     try:
         got, spec = run_with_drafts(llm, prompt, GREEDY_64, [(t + 1) % 512 for t in expected])
@@ -110,9 +114,7 @@ def test_known_wrong_drafts_are_all_rejected_and_output_stays_exact(tiny_model_d
 
 def test_stops_inside_an_accepted_run_truncate_exactly(tiny_model_dir):
     prompt = BATCHES[1][0]
-    plain = LLM(str(tiny_model_dir), **BASE)
-    expected = tokens(plain.generate([prompt], GREEDY_64))[0]
-    plain.shutdown()
+    expected, _ = greedy_without_mtp(tiny_model_dir, prompt)
     stop_at = next(i for i in range(10, 64) if expected[i] not in expected[:i])
     llm = LLM(str(tiny_model_dir), **BASE, num_speculative_tokens=3)
     try:

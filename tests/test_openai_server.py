@@ -2,11 +2,8 @@
 driven by the official `openai` client, raw httpx and mtpserve.client; plus `mtpserve serve`."""
 import asyncio
 import json
-import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from types import SimpleNamespace
 
@@ -15,6 +12,7 @@ import openai
 import pytest
 
 from checkpoints import write_checkpoint
+from servers import start_serve, wait_until_healthy
 from tiny_tokenizer import write_tiny_tokenizer
 
 from mtpserve import LLM
@@ -512,24 +510,13 @@ def test_mtpserve_serve_process(model_dir):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     # xLLM-style flags, both spellings, including the single-rank parallelism flags.
-    cmd = [sys.executable, "-m", "mtpserve.cli", "serve", "--model", str(model_dir), "--dtype=float32",
+    proc = start_serve("--model", str(model_dir), "--dtype=float32",
            "--block_size", "8", "--max_cache_blocks=64", f"--port={port}", "--served_model_name", "cli-model",
            "--api_key=k", "--nnodes=1", "--node_rank", "0", "--ep_size=1", "--dp_size", "1", "--enable_mla=true",
-           "--enable_prefix_cache=false", "--num_speculative_tokens", "1", "--log_level=warning"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+           "--enable_prefix_cache=false", "--num_speculative_tokens", "1", "--log_level=warning")
     try:
         with Client(f"http://127.0.0.1:{port}", api_key="k", timeout=10) as c:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if c.health():
-                        break
-                except MtpserveError:
-                    pass
-                assert proc.poll() is None, proc.stdout.read()
-                assert time.monotonic() < deadline, "server did not come up"
-                time.sleep(0.1)
+            wait_until_healthy(c, proc)
             assert [m.id for m in c.models()] == ["cli-model"]
             assert c.completions(PROMPT, max_tokens=4, temperature=0, ignore_eos=True).usage.completion_tokens == 4
     finally:

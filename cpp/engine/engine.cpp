@@ -35,6 +35,14 @@ const char* reason_name(FinishReason reason) {
   }
 }
 
+void record_verification(SpecCounters& spec, size_t num_drafts, int64_t accepted) {
+  spec.drafts += 1;
+  spec.draft_tokens += static_cast<int64_t>(num_drafts);
+  spec.accepted_tokens += accepted;
+  spec.accepted_per_position.resize(std::max(spec.accepted_per_position.size(), num_drafts), 0);
+  for (int64_t j = 0; j < accepted; ++j) spec.accepted_per_position[j] += 1;
+}
+
 bool contains(const std::vector<int64_t>& ids, int64_t token) {
   return std::find(ids.begin(), ids.end(), token) != ids.end();
 }
@@ -330,20 +338,10 @@ std::vector<int64_t> Engine::verify(Request& request, const at::Tensor& logits, 
       logprobs.push_back(Sampler::token_logprobs(seq_logits[j], v.tokens[j], seq.params.logprobs));
     }
   }
-  SpecCounters& spec = request.spec;
-  spec.drafts += 1;
-  spec.draft_tokens += static_cast<int64_t>(seq.draft_tokens.size());
-  spec.accepted_tokens += v.accepted;
-  spec.accepted_per_position.resize(std::max(spec.accepted_per_position.size(), seq.draft_tokens.size()), 0);
-  for (int64_t j = 0; j < v.accepted; ++j) spec.accepted_per_position[j] += 1;
+  record_verification(request.spec, seq.draft_tokens.size(), v.accepted);
   {
     std::lock_guard lock(stats_mutex_);
-    SpecCounters& total = stats_.spec;
-    total.drafts += 1;
-    total.draft_tokens += static_cast<int64_t>(seq.draft_tokens.size());
-    total.accepted_tokens += v.accepted;
-    total.accepted_per_position.resize(std::max(total.accepted_per_position.size(), seq.draft_tokens.size()), 0);
-    for (int64_t j = 0; j < v.accepted; ++j) total.accepted_per_position[j] += 1;
+    record_verification(stats_.spec, seq.draft_tokens.size(), v.accepted);
   }
   seq.draft_tokens.clear();
   return v.tokens;

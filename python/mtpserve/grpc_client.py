@@ -27,6 +27,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mtpserve.client import DEFAULT_TIMEOUT_S, Model, MtpserveError, Usage
 from mtpserve.grpc_api import mtpserve_pb2 as pb
 from mtpserve.grpc_api import mtpserve_pb2_grpc as pb_grpc
+from mtpserve.outputs import acceptance_rate, mean_acceptance_length
 
 _SAMPLING_FIELDS = frozenset(f.name for f in pb.SamplingParams.DESCRIPTOR.fields)
 
@@ -43,12 +44,11 @@ class SpecDecodeCounters:
 
     @property
     def acceptance_rate(self) -> float | None:
-        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else None
+        return acceptance_rate(self.num_accepted_tokens, self.num_draft_tokens)
 
     @property
     def mean_acceptance_length(self) -> float | None:
-        """Tokens per verify step: the accepted drafts plus the target's own token."""
-        return 1 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else None
+        return mean_acceptance_length(self.num_accepted_tokens, self.num_drafts)
 
 
 @dataclass

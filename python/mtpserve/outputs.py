@@ -6,6 +6,16 @@ from dataclasses import dataclass, field
 FINISH_REASONS = ("stop", "length", "abort", None)
 
 
+def acceptance_rate(accepted_tokens: float, draft_tokens: float) -> float | None:
+    """Accepted drafts over proposed drafts (None before any draft)."""
+    return accepted_tokens / draft_tokens if draft_tokens else None
+
+
+def mean_acceptance_length(accepted_tokens: float, drafts: float) -> float | None:
+    """Tokens per verify step: the accepted drafts plus the target's own token (None before any draft)."""
+    return 1 + accepted_tokens / drafts if drafts else None
+
+
 @dataclass
 class Logprob:
     logprob: float
@@ -48,12 +58,11 @@ class RequestMetrics:
 
     @property
     def acceptance_rate(self) -> float | None:
-        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else None
+        return acceptance_rate(self.num_accepted_tokens, self.num_draft_tokens)
 
     @property
     def mean_acceptance_length(self) -> float | None:
-        """Tokens emitted per verify step: the accepted drafts plus the one target token."""
-        return 1 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else None
+        return mean_acceptance_length(self.num_accepted_tokens, self.num_drafts)
 
     @property
     def time_to_first_token(self) -> float | None:

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from mtpserve.outputs import acceptance_rate, mean_acceptance_length
+
 GOODPUT_KEYS = ("ttft", "tpot", "e2el")
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 
@@ -271,7 +273,7 @@ def spec_decode_stats(before: dict[str, float] | None, after: dict[str, float] |
                 break
             per_position.append((b - a) / drafts)
         return {"source": prefix.rstrip(":"), **delta,
-                "acceptance_rate": acc / dt if dt else None,
-                "mean_acceptance_length": 1 + acc / drafts if drafts else None,
+                "acceptance_rate": acceptance_rate(acc, dt),
+                "mean_acceptance_length": mean_acceptance_length(acc, drafts),
                 "acceptance_rate_per_position": per_position}
     return None
