@@ -161,3 +161,20 @@ def test_main_checkpoint_as_draft_model_equals_builtin_mtp(tiny_model_dir):
         results.append((tokens(outs), [o.metrics.num_accepted_tokens for o in outs]))
         llm.shutdown()
     assert results[0] == results[1]
+
+
+def test_context_limit_inside_an_accepted_run_truncates_exactly(tiny_model_dir):
+    prompt = BATCHES[1][0]
+    limit = len(prompt) + 21
+    plain = LLM(str(tiny_model_dir), **BASE, max_model_len=limit)
+    expected = plain.generate([prompt], GREEDY_64)[0].outputs[0]
+    plain.shutdown()
+    assert len(expected.token_ids) == limit - len(prompt) and expected.finish_reason == "length"
+    llm = LLM(str(tiny_model_dir), **BASE, max_model_len=limit, num_speculative_tokens=3)
+    try:
+        got, spec = run_with_drafts(llm, prompt, GREEDY_64, expected.token_ids + [7] * 8)
+        assert got == expected.token_ids
+        assert spec.accepted_tokens == spec.draft_tokens > 0
+        assert llm.stats().kv_usage == 0.0
+    finally:
+        llm.shutdown()
