@@ -164,7 +164,7 @@ def test_reads_only_the_shards_holding_the_mtp_layer(sharded, tmp_path):
     mtp_lean = [n for n in mtp if n not in (MTP + "embed_tokens.weight", MTP + "shared_head.head.weight")]
     write_layout(lean, tensors, {"mtp.safetensors": mtp_lean, "target.safetensors": rest, "io.safetensors": target_io})
     (lean / "config.json").write_text((src / "config.json").read_text())
-    (lean / "target.safetensors").write_bytes(b"not a safetensors file")
+    (lean / "target.safetensors").unlink()  # never downloaded: only layer N's shards are needed
     result = export_mtp(lean, tmp_path / "draft_lean", progress=False)
     assert result.shards_read == ["io.safetensors", "mtp.safetensors"]
     exported = load_file(str(tmp_path / "draft_lean" / "model.safetensors"))

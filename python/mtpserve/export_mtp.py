@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from mtpserve import fp8
 from mtpserve.config import load_config
-from mtpserve.weights import INDEX_FILE, _open, _read, tensor_locations
+from mtpserve.weights import INDEX_FILE, _open, _read, check_shard, tensor_locations
 
 OUTPUT_FILE = "model.safetensors"
 DRAFT_ARCHITECTURE = "DeepseekV3MTPModel"
@@ -82,7 +82,8 @@ def export_mtp(input_dir: str | Path, output_dir: str | Path, force: bool = Fals
     layer = config.num_hidden_layers
     _check_output_dir(input_dir, output_dir, force)
 
-    locations = tensor_locations(input_dir)
+    # A user may have fetched only the shards holding layer N: check just the ones read.
+    locations = tensor_locations(input_dir, require_all_shards=False)
     prefix = f"model.layers.{layer}."
     sources = {n: n for n in sorted(locations) if n.startswith(prefix) and not n.endswith(fp8.SCALE_SUFFIX)}
     if not sources:
@@ -108,6 +109,7 @@ def export_mtp(input_dir: str | Path, output_dir: str | Path, force: bool = Fals
 
         def shard(path: Path):
             if path not in opened:
+                check_shard(path)
                 opened[path] = stack.enter_context(_open(path))
             return opened[path]
 

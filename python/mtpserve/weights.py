@@ -20,17 +20,17 @@ class CheckpointError(ValueError):
     """The checkpoint files are missing, unreadable or inconsistent."""
 
 
-def tensor_locations(model_dir: str | Path) -> dict[str, Path]:
-    """Tensor name -> the safetensors file holding it."""
+def tensor_locations(model_dir: str | Path, require_all_shards: bool = True) -> dict[str, Path]:
+    """Tensor name -> the safetensors file holding it. Without require_all_shards, shards listed in the
+    index may be absent (for readers that open only some of them, and check those)."""
     model_dir = Path(model_dir)
     index = model_dir / INDEX_FILE
     if index.is_file():
         weight_map = json.loads(index.read_text()).get("weight_map")
         if not isinstance(weight_map, dict):
             raise CheckpointError(f"{index} has no 'weight_map'")
-        for shard in set(weight_map.values()):
-            if not (model_dir / shard).is_file():
-                raise CheckpointError(f"shard {shard} listed in {INDEX_FILE} is missing from {model_dir}")
+        for shard in set(weight_map.values()) if require_all_shards else ():
+            check_shard(model_dir / shard)
         return {name: model_dir / shard for name, shard in weight_map.items()}
     files = sorted(model_dir.glob("*.safetensors"))
     if not files:
@@ -40,6 +40,11 @@ def tensor_locations(model_dir: str | Path) -> dict[str, Path]:
         with _open(file) as f:
             locations.update({name: file for name in f.keys()})
     return locations
+
+
+def check_shard(path: Path) -> None:
+    if not path.is_file():
+        raise CheckpointError(f"shard {path.name} listed in {INDEX_FILE} is missing from {path.parent}")
 
 
 def load_weights(model_dir: str | Path, dtype: torch.dtype, device: str | torch.device = "cpu",
