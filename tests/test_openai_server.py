@@ -485,8 +485,10 @@ def test_python_client_async(served):
 # ---- mtpserve serve -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("flags, message", [
-    (["--nnodes=2"], "multi-rank serving is not implemented"),
+    (["--nnodes=2"], "--master_node_addr is required with --nnodes > 1"),
+    (["--nnodes=2", "--master_node_addr=localhost"], "expected host:port"),
     (["--nnodes", "1", "--node_rank=1"], "--node_rank=1"),
+    (["--nnodes=0"], "--nnodes must be >= 1"),
     (["--ep_size", "2"], "--ep_size=1"),
     (["--dp_size=4"], "--dp_size=1"),
     (["--enable_mla=false"], "MLA"),

@@ -32,12 +32,13 @@ class Communicator {
     return at::cat(output[0], -1);
   }
 
-  void broadcast(at::Tensor& t) {
+  void broadcast(at::Tensor& t, bool unbounded) {
     std::vector<at::Tensor> tensors{t};
     c10d::BroadcastOptions opts;
     opts.rootRank = 0;
-    opts.timeout = timeout_;
-    group_->broadcast(tensors, opts)->wait(timeout_);
+    // About a year: effectively no timeout, and far from overflowing a steady_clock deadline.
+    opts.timeout = unbounded ? std::chrono::milliseconds(int64_t{365} * 24 * 3600 * 1000) : timeout_;
+    group_->broadcast(tensors, opts)->wait(opts.timeout);
   }
 
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
@@ -59,11 +60,17 @@ void TensorParallel::all_reduce(at::Tensor& t) const {
 }
 
 at::Tensor TensorParallel::all_gather_last_dim(const at::Tensor& t) const {
-  return enabled() ? comm_->all_gather(t, size_) : t;
+  if (!enabled()) return t;
+  if (t.numel() == 0) {  // same on every rank (e.g. a step with no sampled rows): nothing to exchange
+    auto shape = t.sizes().vec();
+    shape.back() *= size_;
+    return at::empty(shape, t.options());
+  }
+  return comm_->all_gather(t, size_);
 }
 
-void TensorParallel::broadcast(at::Tensor& t) const {
-  if (enabled()) comm_->broadcast(t);
+void TensorParallel::broadcast(at::Tensor& t, bool unbounded) const {
+  if (enabled()) comm_->broadcast(t, unbounded);
 }
 
 int64_t shard_size(int64_t n, int64_t size, const std::string& what) {

@@ -27,8 +27,9 @@ class TensorParallel {
   void all_reduce(at::Tensor& t) const;
   // Concatenates every rank's `t` along the last dimension (rank order); `t` itself on one rank.
   at::Tensor all_gather_last_dim(const at::Tensor& t) const;
-  // Rank 0's `t` into every rank's `t` (same shape and dtype everywhere), in place.
-  void broadcast(at::Tensor& t) const;
+  // Rank 0's `t` into every rank's `t` (same shape and dtype everywhere), in place. `unbounded`:
+  // no timeout (a worker idling until rank 0's next step; a dead rank 0 still fails it at once).
+  void broadcast(at::Tensor& t, bool unbounded = false) const;
 
  private:
   int64_t rank_ = 0, size_ = 1;

@@ -245,6 +245,7 @@ void Engine::step() {
   try {
     auto clock = std::chrono::steady_clock::now();
     StepInput input = build_step_input(plan.scheduled, config_.block_size, target_.embedding().device());
+    if (tp_.enabled()) send_step(tp_, StepKind::kTarget, input.wire);
     ExecutorOutput result = executor_.run(input);
     const double target_time = seconds_since(clock);
     SampleResult plain = sample_plain(input, plan, result.logits);

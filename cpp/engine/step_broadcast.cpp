@@ -17,7 +17,7 @@ void send_step(const TensorParallel& tp, StepKind kind, std::span<const int64_t>
 
 StepMessage receive_step(const TensorParallel& tp) {
   auto header = at::empty({3}, at::kLong);
-  tp.broadcast(header);
+  tp.broadcast(header, /*unbounded=*/true);  // workers idle here between requests
   const int64_t* h = header.data_ptr<int64_t>();
   StepMessage message{static_cast<StepKind>(h[0])};
   const int64_t wire = h[1], rows = h[2];

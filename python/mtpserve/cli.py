@@ -64,15 +64,17 @@ def cmd_export_mtp(ns: argparse.Namespace) -> int:
     return 0
 
 
-def check_single_rank(ns: argparse.Namespace) -> None:
-    """What this build of `mtpserve serve` can run: one rank, no expert/data parallelism, MLA."""
+def check_serve_flags(ns: argparse.Namespace) -> None:
+    """What this build of `mtpserve serve` can run: nnodes ranks in one tensor-parallel group (no
+    expert/data parallelism), MLA."""
+    from mtpserve.distributed import parse_master_addr
+
     if ns.nnodes < 1:
         raise ValueError(f"--nnodes must be >= 1, got {ns.nnodes}")
+    if not 0 <= ns.node_rank < ns.nnodes:
+        raise ValueError(f"--node_rank={ns.node_rank} needs --nnodes > {ns.node_rank}, but --nnodes={ns.nnodes}")
     if ns.nnodes > 1:
-        raise ValueError(f"--nnodes={ns.nnodes}: multi-rank serving is not implemented yet; run one rank "
-                         f"with --nnodes=1")
-    if ns.node_rank != 0:
-        raise ValueError(f"--node_rank={ns.node_rank} needs --nnodes > {ns.node_rank}, but --nnodes=1")
+        parse_master_addr(ns.master_node_addr)
     for flag in ("ep_size", "dp_size"):
         if getattr(ns, flag) != 1:
             raise ValueError(f"--{flag}={getattr(ns, flag)}: only --{flag}=1 is supported so far")
@@ -87,14 +89,28 @@ def check_single_rank(ns: argparse.Namespace) -> None:
 
 
 def cmd_serve(ns: argparse.Namespace) -> int:
-    check_single_rank(ns)
+    check_serve_flags(ns)
     args = engine_args(ns)
     args.model_path  # a missing model directory fails here, before anything is loaded
+    if ns.node_rank > 0:  # a tensor-parallel worker: no APIs, rank 0's steps only
+        from mtpserve.ranks import run_worker
+
+        return run_worker(args, ns.nnodes, ns.node_rank, ns.master_node_addr, ns.log_level)
     from mtpserve.server.serve import serve
 
     serve(args, host=ns.host, port=ns.port, api_key=ns.api_key, served_model_name=ns.served_model_name,
-          log_level=ns.log_level, grpc_port=ns.grpc_port)
+          log_level=ns.log_level, grpc_port=ns.grpc_port, nnodes=ns.nnodes, master_node_addr=ns.master_node_addr)
     return 0
+
+
+def cmd_launch(ns: argparse.Namespace) -> int:
+    from mtpserve.launch import launch
+
+    if "--node_rank" in " ".join(ns.raw_argv):
+        raise ValueError("mtpserve launch sets --node_rank for each rank itself; leave it out")
+    check_serve_flags(argparse.Namespace(**{**vars(ns), "master_node_addr": ns.master_node_addr or "127.0.0.1:1"}))
+    engine_args(ns).model_path
+    return launch(ns.nnodes, ns.raw_argv, ns.master_node_addr)
 
 
 def add_serve_flags(parser: argparse.ArgumentParser) -> None:
@@ -108,7 +124,7 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log_level", default="info", type=str.lower,
                         choices=("critical", "error", "warning", "info", "debug", "trace"))
     parser.add_argument("--master_node_addr", default=None, help="host:port of rank 0's control service")
-    parser.add_argument("--nnodes", type=int, default=1, help="number of ranks (only 1 so far)")
+    parser.add_argument("--nnodes", type=int, default=1, help="number of ranks = tensor-parallel size")
     parser.add_argument("--node_rank", type=int, default=0, help="this process's rank")
     parser.add_argument("--ep_size", type=int, default=1, help="expert parallel size (only 1 so far)")
     parser.add_argument("--dp_size", type=int, default=1, help="data parallel size (only 1 so far)")
@@ -145,6 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_flags(srv)
     add_serve_flags(srv)
     srv.set_defaults(run=cmd_serve)
+    lch = commands.add_parser("launch", help="start and supervise --nnodes local ranks of `mtpserve serve`",
+                              allow_abbrev=False)
+    add_engine_flags(lch)
+    add_serve_flags(lch)
+    lch.set_defaults(run=cmd_launch)
     bench = commands.add_parser("bench", help="benchmark an OpenAI-compatible server (vLLM bench_serving style)")
     add_bench_args(bench)
     bench.set_defaults(run=cmd_bench)
@@ -152,7 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     ns = build_parser().parse_args(argv)
+    ns.raw_argv = argv[1:]  # the flags after the command (`mtpserve launch` hands them to its ranks)
     try:
         return ns.run(ns)
     except (ValueError, FileNotFoundError) as e:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 from mtpserve import _C
 from mtpserve.engine_args import EngineArgs
@@ -22,25 +23,54 @@ def cache_blocks(args: EngineArgs, model: LoadedModel, max_model_len: int) -> in
     return max(1, min(by_memory, useful))
 
 
-class EngineCore:
-    """The loaded model, its tokenizer and the running C++ engine."""
+def _load(args: EngineArgs, tp: _C.TensorParallel | None,
+          agree_num_blocks: Callable[[int], int] | None) -> tuple[LoadedModel, int, int]:
+    """The model (this rank's shards), max_model_len and the KV-block count."""
+    speculative = args.num_speculative_tokens > 0
+    own_mtp = speculative and args.draft_model is None
+    model = load_model(args.model_path, args.dtype, args.device, with_mtp=own_mtp, tp=tp)
+    if speculative and not own_mtp:
+        load_draft(args.draft_model, model)
+    if speculative and not model.mtp_layers:
+        raise ValueError(f"--num_speculative_tokens {args.num_speculative_tokens} needs an MTP layer, but "
+                         f"{args.model_path} has num_nextn_predict_layers=0")
+    max_model_len = args.max_model_len or model.config.max_position_embeddings
+    if max_model_len > model.config.max_position_embeddings:
+        raise ValueError(f"max_model_len={max_model_len} exceeds the model's max_position_embeddings="
+                         f"{model.config.max_position_embeddings}")
+    num_blocks = cache_blocks(args, model, max_model_len)
+    if agree_num_blocks is not None:
+        num_blocks = agree_num_blocks(num_blocks)
+    return model, max_model_len, num_blocks
 
-    def __init__(self, args: EngineArgs):
+
+class WorkerCore:
+    """Tensor-parallel ranks 1..N-1: this rank's shards, its caches and the C++ Worker that runs
+    the forwards rank 0's engine announces (run() blocks, without the GIL, until shutdown)."""
+
+    def __init__(self, args: EngineArgs, tp: _C.TensorParallel, agree_num_blocks: Callable[[int], int]):
         self.args = args
-        speculative = args.num_speculative_tokens > 0
-        own_mtp = speculative and args.draft_model is None
-        self.model = load_model(args.model_path, args.dtype, args.device, with_mtp=own_mtp)
-        if speculative and not own_mtp:
-            load_draft(args.draft_model, self.model)
-        if speculative and not self.model.mtp_layers:
-            raise ValueError(f"--num_speculative_tokens {args.num_speculative_tokens} needs an MTP layer, but "
-                             f"{args.model_path} has num_nextn_predict_layers=0")
+        self.model, self.max_model_len, self.num_blocks = _load(args, tp, agree_num_blocks)
+        caches, mtp_caches = self.model.allocate_caches(self.num_blocks, args.block_size)
+        mtp = self.model.mtp_layers[0] if self.model.mtp_layers else None
+        self.worker = _C.Worker(self.model.target, caches, mtp, mtp_caches[0] if mtp else None)
+
+    def run(self) -> None:
+        self.worker.run()
+
+
+class EngineCore:
+    """The loaded model, its tokenizer and the running C++ engine.
+
+    Tensor parallel (a `tp` of size > 1): this is rank 0, holding its shards; `agree_num_blocks`
+    turns the KV-block count that fits here into the one every rank allocates (the control
+    plane's minimum). Ranks 1..N-1 build a WorkerCore instead."""
+
+    def __init__(self, args: EngineArgs, tp: _C.TensorParallel | None = None,
+                 agree_num_blocks: Callable[[int], int] | None = None):
+        self.args = args
+        self.model, self.max_model_len, self.num_blocks = _load(args, tp, agree_num_blocks)
         self.tokenizer = Tokenizer.from_dir(args.model_path)
-        self.max_model_len = args.max_model_len or self.model.config.max_position_embeddings
-        if self.max_model_len > self.model.config.max_position_embeddings:
-            raise ValueError(f"max_model_len={self.max_model_len} exceeds the model's max_position_embeddings="
-                             f"{self.model.config.max_position_embeddings}")
-        self.num_blocks = cache_blocks(args, self.model, self.max_model_len)
         caches, mtp_caches = self.model.allocate_caches(self.num_blocks, args.block_size)
         # k > num_nextn_predict_layers reuses the first MTP layer on its own output, as DeepSeek-V3 does.
         mtp = self.model.mtp_layers[0] if self.model.mtp_layers else None

@@ -138,6 +138,13 @@ class AsyncEngine:
     def healthy(self) -> bool:
         return self.error is None and not self._stopping.is_set() and self._thread.is_alive()
 
+    def fail(self, reason: str) -> None:
+        """The engine cannot serve any more (a rank failed): refuse new requests and end every open
+        stream with `reason` now, whether or not the C++ engine can still report them."""
+        if self.error is None:
+            self.error = reason
+        self._fail_all(reason)
+
     def shutdown(self) -> None:
         """Stops the output thread, ends open streams with an error, and shuts the engine down."""
         if self._stopping.is_set():

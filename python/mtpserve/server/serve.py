@@ -18,9 +18,13 @@ logger = logging.getLogger("mtpserve.server")
 
 
 def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
-          served_model_name: str | None = None, log_level: str = "info", grpc_port: int = 0) -> None:
+          served_model_name: str | None = None, log_level: str = "info", grpc_port: int = 0, nnodes: int = 1,
+          master_node_addr: str | None = None) -> None:
     """Loads the engine, serves the OpenAI API (and the gRPC API when grpc_port is not 0, on the same
-    event loop over the same engine) until SIGINT/SIGTERM, then shuts the engine down."""
+    event loop over the same engine) until SIGINT/SIGTERM, then shuts the engine down.
+
+    nnodes > 1: this is rank 0 of a tensor-parallel group (mtpserve.ranks): it also runs the
+    control service at master_node_addr, waits for the other ranks, and /health reports them."""
     from mtpserve.engine import EngineCore
     from mtpserve.server.app import build_app
     from mtpserve.server.async_engine import AsyncEngine
@@ -31,9 +35,23 @@ def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: 
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     prometheus_client.disable_created_metrics()  # no *_created samples next to every counter
     name = served_model_name or Path(args.model).resolve().name
-    engine = AsyncEngine(EngineCore(args))
+    ranks = None
+    if nnodes > 1:
+        from mtpserve.ranks import MasterRank
+
+        ranks = MasterRank(args, nnodes, master_node_addr)
+        engine = AsyncEngine(ranks.core)
+
+        def on_rank_failure(reason: str) -> None:
+            ranks.core.engine.fail(reason)  # no further collective; the engine ends its requests
+            engine.fail(reason)  # and the streams end now, even if the engine is stuck in a collective
+
+        ranks.serving(on_rank_failure)
+    else:
+        engine = AsyncEngine(EngineCore(args))
     try:
-        app = build_app(engine, name, api_key=api_key, model_root=str(args.model))
+        app = build_app(engine, name, api_key=api_key, model_root=str(args.model),
+                        health=ranks.health if ranks else None)
         logger.info("serving %s (max_model_len %d) on http://%s:%d", name, engine.max_model_len, host, port)
         grpc_server = None
         if grpc_port:
@@ -46,7 +64,25 @@ def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: 
         _Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5, **loop),
                 grpc_server).run()
     finally:
-        engine.shutdown()
+        if ranks is None:
+            engine.shutdown()
+        else:
+            _shutdown_ranks(engine, ranks)
+
+
+def _shutdown_ranks(engine, ranks) -> None:
+    """Rank 0's shutdown: the engine (which tells the workers to stop when the group is healthy),
+    then the control service; bounded, since a hung peer could hold the engine in a collective."""
+    from mtpserve.ranks import exit_now
+
+    done = threading.Thread(target=engine.shutdown, name="mtpserve-shutdown", daemon=True)
+    done.start()
+    done.join(15.0)
+    if done.is_alive():
+        logger.error("the engine did not stop within 15 s (a collective is stuck); exiting anyway")
+    ranks.stop()
+    logger.info("rank 0: shut down")
+    exit_now(0 if not done.is_alive() and ranks.health()[0] else 1)
 
 
 class _Server(uvicorn.Server):

@@ -1,0 +1,135 @@
+"""One process per rank (rank = --node_rank, world size = --nnodes), DESIGN §1.
+
+Rank 0 (the master) serves the APIs and runs the C++ Engine, which broadcasts every step's plan
+to the other ranks over c10d; it also runs the Control service (proto/control.proto) at
+--master_node_addr. Ranks 1..N-1 run a C++ Worker. Start-up, on every rank:
+
+  register with the Control service (wait until all ranks have)  -> heartbeats start
+  join the c10d group (gloo / nccl / hccl; TCPStore at the control port + 1)
+  load this rank's shards; report the KV blocks that fit; allocate the agreed minimum
+  rank 0: engine + HTTP/gRPC APIs;  others: Worker.run() until rank 0 sends shutdown
+
+Failure: a rank that dies makes rank 0's next collective fail at once (its sockets close), and
+a rank that stops heartbeating is declared failed by the Control service within
+HEARTBEAT_TIMEOUT_S; either way the engine is failed (open requests end with the error, /health
+turns 503) and never issues another collective. Workers exit when rank 0 tells them to, when
+rank 0 is gone, or when their collective fails.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from mtpserve.engine_args import EngineArgs
+
+logger = logging.getLogger("mtpserve.ranks")
+
+# How long an orderly worker waits for its C++ loop to end once told to stop.
+_STOP_GRACE_S = 3.0
+
+
+class MasterRank:
+    """Rank 0's side: the Control service, this rank's agent, the c10d group, the EngineCore."""
+
+    def __init__(self, args: EngineArgs, nnodes: int, master_node_addr: str):
+        from mtpserve import distributed
+        from mtpserve.control import ControlMaster, RankAgent
+        from mtpserve.engine import EngineCore
+
+        host, port = distributed.parse_master_addr(master_node_addr)
+        self.master = ControlMaster(nnodes).start(host, port)
+        self.agent = RankAgent(master_node_addr, 0, nnodes)
+        try:
+            logger.info("rank 0: waiting for %d ranks to register at %s", nnodes, master_node_addr)
+            self.agent.register()
+            tp = distributed.init_tensor_parallel(0, nnodes, master_node_addr, args.device)
+            self.core = EngineCore(args, tp=tp, agree_num_blocks=self.agent.ready)
+        except BaseException:
+            self.master.fail("rank 0 failed to start")
+            self.master.stop(grace_s=1.0)
+            raise
+        logger.info("rank 0: %d ranks ready, %d KV blocks each", nnodes, self.core.num_blocks)
+
+    def serving(self, on_failure) -> None:
+        """From now on a rank failure calls on_failure(reason) (once)."""
+        self.master.on_failure = on_failure
+        self.master.start_serving()
+
+    def health(self) -> tuple[bool, str]:
+        ok, reason = self.master.health()
+        if not ok:
+            return ok, reason
+        error = self.core.engine.error()
+        return (False, error) if error else (True, "ok")
+
+    def stop(self) -> None:
+        self.master.stop()
+        self.agent.close()
+
+
+def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: str, log_level: str = "info") -> int:
+    """Ranks 1..N-1: returns the process exit code (0 after an orderly shutdown by rank 0)."""
+    from mtpserve import distributed
+    from mtpserve.control import RankAgent
+    from mtpserve.engine import WorkerCore
+
+    logging.basicConfig(level=log_level.upper() if log_level != "trace" else "DEBUG",
+                        format=f"%(asctime)s %(levelname)s rank{node_rank} %(name)s: %(message)s")
+    stop_signal = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop_signal.set())
+    agent = RankAgent(master_node_addr, node_rank, nnodes)
+    logger.info("rank %d: registering with %s", node_rank, master_node_addr)
+    agent.register()
+    core = None
+    agent.start_heartbeats(steps=lambda: core.worker.steps if core is not None else 0)
+    tp = distributed.init_tensor_parallel(node_rank, nnodes, master_node_addr, args.device)
+    core = WorkerCore(args, tp, agent.ready)
+    logger.info("rank %d: ready (%d KV blocks), running rank 0's steps", node_rank, core.num_blocks)
+
+    outcome: dict[str, object] = {}
+
+    def loop():
+        try:
+            core.run()
+            outcome["ok"] = True
+        except Exception as e:  # a collective failed: a peer died or timed out
+            outcome["error"] = f"{type(e).__name__}: {e}"
+
+    thread = threading.Thread(target=loop, name="mtpserve-worker", daemon=True)
+    thread.start()
+    stop_since = None
+    while thread.is_alive():
+        thread.join(0.2)
+        why = ("a signal" if stop_signal.is_set() else
+               f"rank 0 said stop{': ' + agent.stop_reason if agent.stop_reason else ''}"
+               if agent.stop_requested.is_set() else
+               "rank 0's control service is gone" if agent.master_lost.is_set() else None)
+        if why and stop_since is None:
+            logger.info("rank %d: stopping (%s)", node_rank, why)
+            stop_since = time.monotonic()
+        if stop_since is not None and (stop_signal.is_set() or time.monotonic() - stop_since > _STOP_GRACE_S):
+            break
+    agent.close()
+    if outcome.get("ok"):
+        logger.info("rank %d: shut down by rank 0", node_rank)
+        code = 0
+    elif "error" in outcome:
+        logger.error("rank %d: the tensor-parallel group failed: %s", node_rank, outcome["error"])
+        code = 1
+    else:
+        code = 0 if stop_signal.is_set() or agent.stop_requested.is_set() else 1
+    exit_now(code)
+
+
+def exit_now(code: int) -> None:
+    """Ends a rank process without running interpreter teardown, which could wait on collective
+    threads of a broken group; logs and output streams are flushed first."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
