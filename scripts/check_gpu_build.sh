@@ -15,4 +15,5 @@ start=$(date +%s)
 python3 -m pip install --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
 echo "build seconds: $(( $(date +%s) - start ))" | tee -a "$out/environment.txt"
 python3 -c "import mtpserve._C as c; print('import ok:', c.__file__)" | tee -a "$out/environment.txt"
-python3 -m pytest -q -p no:cacheprovider tests/test_parity.py tests/test_engine.py tests/test_mtp.py 2>&1 | tee "$out/pytest.log" | tail -5
+python3 -m pytest -q -p no:cacheprovider tests/test_parity.py tests/test_engine.py tests/test_mtp.py \
+  tests/test_tensor_parallel.py tests/test_fused_mtp_attention.py 2>&1 | tee "$out/pytest.log" | tail -5
