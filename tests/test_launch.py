@@ -147,7 +147,7 @@ def test_two_ranks_without_mtp_equal_one_rank_and_survive_nothing_on_sigkill(tin
         first_chunk = [threading.Event() for _ in range(3)]
 
         def stream(i):
-            body = {"prompt": PROMPTS[i], "max_tokens": 200, "temperature": 0, "ignore_eos": True, "stream": True}
+            body = {"prompt": PROMPTS[i], "max_tokens": 220, "temperature": 0, "ignore_eos": True, "stream": True}
             with httpx.stream("POST", ranks.url + "/v1/completions", json=body, timeout=60) as r:
                 for line in r.iter_lines():
                     if line.startswith("data: ") and line != "data: [DONE]":
@@ -182,23 +182,30 @@ def test_two_ranks_without_mtp_equal_one_rank_and_survive_nothing_on_sigkill(tin
         stop(ranks)
 
 
-def test_mtpserve_launch_supervises_its_ranks(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("end", ["sigterm_to_launch", "sigkill_rank_1"])
+def test_mtpserve_launch_supervises_its_ranks(tiny_model_dir, tmp_path, end):
     port = free_port_pair()
     cmd = [sys.executable, "-m", "mtpserve.cli", "launch", "--nnodes=2", "--model", str(tiny_model_dir),
            f"--port={port}", "--dtype=float32", "--block_size=8", "--max_cache_blocks=32", "--log_level=warning"]
-    log = open(tmp_path / "launch.log", "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    log_file = tmp_path / "launch.log"
+    with open(log_file, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         wait_healthy(f"http://127.0.0.1:{port}", [proc.pid], tmp_path)
         assert complete(f"http://127.0.0.1:{port}", PROMPTS[0])
-        proc.send_signal(signal.SIGTERM)  # forwarded to both ranks
-        assert proc.wait(30) == 0, (tmp_path / "launch.log").read_text()
+        pids = [int(line.split("pid ")[1]) for line in log_file.read_text().splitlines()
+                if "mtpserve.launch: rank" in line]
+        assert len(pids) == 2
+        if end == "sigterm_to_launch":  # forwarded to both ranks: an orderly stop
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0, log_file.read_text()
+        else:  # one rank dies: the launcher stops the other and reports the failure
+            os.kill(pids[1], signal.SIGKILL)
+            assert proc.wait(30) != 0, log_file.read_text()
+            assert "rank 1 exited" in log_file.read_text()
+        assert not wait_gone(pids, 10)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        log.close()
-    pids = [int(line.split("pid ")[1]) for line in (tmp_path / "launch.log").read_text().splitlines()
-            if "mtpserve.launch: rank" in line]
-    assert len(pids) == 2 and not wait_gone(pids, 10)

@@ -1,4 +1,4 @@
-#include "engine/step_broadcast.h"
+#include "dist/step_broadcast.h"
 
 #include <ATen/ATen.h>
 

@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "engine/rejection_sampler.h"
-#include "engine/step_broadcast.h"
+#include "dist/step_broadcast.h"
 #include "engine/step_input.h"
 
 namespace mtpserve {

@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "engine/step_broadcast.h"
+#include "dist/step_broadcast.h"
 #include "engine/step_input.h"
 
 namespace mtpserve {

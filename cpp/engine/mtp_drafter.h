@@ -25,7 +25,7 @@ struct DraftRequest {
 class MtpDrafter {
  public:
   // With `broadcast` (rank 0 of a tensor-parallel group), every MTP forward is announced to the
-  // workers first (engine/step_broadcast.h).
+  // workers first (dist/step_broadcast.h).
   MtpDrafter(const MtpLayer& layer, const RotaryEmbedding& rope, at::Tensor cache, int64_t block_size,
              const TensorParallel* broadcast = nullptr)
       : layer_(layer), rope_(rope), cache_(std::move(cache)), block_size_(block_size), broadcast_(broadcast) {}

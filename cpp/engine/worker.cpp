@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "engine/step_broadcast.h"
+#include "dist/step_broadcast.h"
 #include "engine/step_input.h"
 
 namespace mtpserve {

@@ -1,6 +1,6 @@
 #pragma once
 // A tensor-parallel worker (ranks 1..N-1): no scheduler and no sampling; it runs the forwards
-// rank 0's engine announces (engine/step_broadcast.h) with this rank's shards, so that every
+// rank 0's engine announces (dist/step_broadcast.h) with this rank's shards, so that every
 // collective inside them meets its peers, until rank 0 sends shutdown.
 #include <ATen/core/Tensor.h>
 

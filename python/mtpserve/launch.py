@@ -71,8 +71,10 @@ def launch(nnodes: int, serve_argv: list[str], master_node_addr: str | None = No
                 logger.error("pid %d did not stop within %g s: killing it", p.pid, STOP_GRACE_S)
                 p.kill()
                 p.wait()
-        codes = [p.returncode for p in procs]
-        return next((c for c in codes if c), 0) if stopping["signal"] is None else 0
+        if stopping["signal"] is not None:
+            return 0
+        # A rank killed by signal N reads as 128 + N, as in a shell.
+        return next((c if c > 0 else 128 - c for c in (p.returncode for p in procs) if c), 0)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
