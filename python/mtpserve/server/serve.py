@@ -75,11 +75,14 @@ def _shutdown_ranks(engine, ranks) -> None:
     then the control service; bounded, since a hung peer could hold the engine in a collective."""
     from mtpserve.ranks import exit_now
 
+    # A failed group may hold the engine in a collective with a hung peer until it times out:
+    # nothing is left to save there, so it gets a short wait only.
+    wait_s = 15.0 if ranks.health()[0] else 3.0
     done = threading.Thread(target=engine.shutdown, name="mtpserve-shutdown", daemon=True)
     done.start()
-    done.join(15.0)
+    done.join(wait_s)
     if done.is_alive():
-        logger.error("the engine did not stop within 15 s (a collective is stuck); exiting anyway")
+        logger.error("the engine did not stop within %g s (a collective is stuck); exiting anyway", wait_s)
     ranks.stop()
     logger.info("rank 0: shut down")
     exit_now(0 if not done.is_alive() and ranks.health()[0] else 1)

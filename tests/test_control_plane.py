@@ -1,0 +1,78 @@
+"""The rank control plane in one process: registration (and its refusals), the KV-block
+agreement, heartbeats and the failure of a rank that stops beating."""
+import os
+import threading
+import time
+
+import pytest
+
+from mtpserve.control import ControlMaster, RankAgent
+from mtpserve.control import control_pb2 as pb
+from mtpserve.control.agent import ControlError
+from mtpserve.launch import free_port_pair
+
+
+@pytest.fixture
+def master():
+    port = free_port_pair()
+    m = ControlMaster(world_size=2, heartbeat_timeout_s=0.8).start("127.0.0.1", port)
+    m.addr = f"127.0.0.1:{port}"
+    yield m
+    m.stop(grace_s=0.5)
+
+
+def test_register_ready_heartbeat_and_failure(master):
+    failures = []
+    rank0, rank1 = RankAgent(master.addr, 0, 2), RankAgent(master.addr, 1, 2)
+    with pytest.raises(ControlError, match="gave up"):  # rank 1 is not there yet
+        rank0.register(timeout_s=0.3)
+    threads = [threading.Thread(target=a.register, kwargs={"timeout_s": 10}) for a in (rank0, rank1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    blocks = {}
+    threads = [threading.Thread(target=lambda a=a, n=n: blocks.__setitem__(a.rank, a.ready(n, timeout_s=10)))
+               for a, n in ((rank0, 120), (rank1, 80))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    assert blocks == {0: 80, 1: 80}  # the minimum that fits on every rank
+
+    master.on_failure = failures.append
+    master.start_serving()
+    rank1.start_heartbeats(steps=lambda: 7)
+    time.sleep(1.5)  # beats keep rank 1 alive past the timeout
+    assert master.health() == (True, "ok") and master.steps()[1] == 7
+    rank1.close()  # rank 1 goes silent
+    deadline = time.monotonic() + 5
+    while master.health()[0] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ok, reason = master.health()
+    assert not ok and "rank 1 stopped heartbeating" in reason
+    assert failures == [reason]
+    rank0.close()
+
+
+def test_registration_refusals(master):
+    with pytest.raises(ControlError, match="--nnodes=3"):
+        RankAgent(master.addr, 1, 3).register(timeout_s=5)
+    with pytest.raises(ControlError, match="outside 0..1"):
+        RankAgent(master.addr, 5, 2).register(timeout_s=5)
+    first = RankAgent(master.addr, 1, 2)
+    with pytest.raises(ControlError):
+        first.register(timeout_s=0.2)  # registered, still waiting for rank 0
+    # Another process claiming rank 1 (a duplicated --node_rank) is refused.
+    reply = first._stub.Register(pb.RegisterRequest(rank=1, world_size=2, pid=os.getpid() + 1, hostname="x"))
+    assert "already registered" in reply.error
+
+
+def test_stop_tells_ranks_to_stop(master):
+    agent = RankAgent(master.addr, 1, 2)
+    threading.Thread(target=lambda: RankAgent(master.addr, 0, 2).register(timeout_s=10), daemon=True).start()
+    agent.register(timeout_s=10)
+    agent.start_heartbeats()
+    threading.Thread(target=master.stop, kwargs={"grace_s": 2.0}, daemon=True).start()
+    assert agent.stop_requested.wait(5)
+    agent.close()
