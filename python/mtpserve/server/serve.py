@@ -58,7 +58,7 @@ def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: 
             from mtpserve.grpc_api.server import GrpcServer
 
             grpc_server = GrpcServer(engine, name, host=host, port=grpc_port, api_key=api_key,
-                                     model_root=str(args.model))
+                                     model_root=str(args.model), health=ranks.health if ranks else None)
         # grpc.aio is only known to be solid on asyncio's own loop, so no uvloop next to it.
         loop = {"loop": "asyncio"} if grpc_server else {}
         _Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5, **loop),
