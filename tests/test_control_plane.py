@@ -39,6 +39,9 @@ def test_register_ready_heartbeat_and_failure(master):
     for t in threads:
         t.join(15)
     assert blocks == {0: 80, 1: 80}  # the minimum that fits on every rank
+    # Ranks sizing from one host's shared RAM get an equal part of it (asked again: the latest counts).
+    rank1.ready(200, shared_host_memory=True, timeout_s=5)
+    assert rank0.ready(120, shared_host_memory=True, timeout_s=5) == 60  # min(120 / 2, 200 / 2)
 
     master.on_failure = failures.append
     master.start_serving()

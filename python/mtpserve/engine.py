@@ -24,7 +24,7 @@ def cache_blocks(args: EngineArgs, model: LoadedModel, max_model_len: int) -> in
 
 
 def _load(args: EngineArgs, tp: _C.TensorParallel | None,
-          agree_num_blocks: Callable[[int], int] | None) -> tuple[LoadedModel, int, int]:
+          agree_num_blocks: Callable[[int, bool], int] | None) -> tuple[LoadedModel, int, int]:
     """The model (this rank's shards), max_model_len and the KV-block count."""
     speculative = args.num_speculative_tokens > 0
     own_mtp = speculative and args.draft_model is None
@@ -40,7 +40,8 @@ def _load(args: EngineArgs, tp: _C.TensorParallel | None,
                          f"{model.config.max_position_embeddings}")
     num_blocks = cache_blocks(args, model, max_model_len)
     if agree_num_blocks is not None:
-        num_blocks = agree_num_blocks(num_blocks)
+        # Sized from free RAM, the count is shared by every CPU rank on this host.
+        num_blocks = agree_num_blocks(num_blocks, args.max_cache_blocks is None and args.device == "cpu")
     return model, max_model_len, num_blocks
 
 
@@ -48,7 +49,7 @@ class WorkerCore:
     """Tensor-parallel ranks 1..N-1: this rank's shards, its caches and the C++ Worker that runs
     the forwards rank 0's engine announces (run() blocks, without the GIL, until shutdown)."""
 
-    def __init__(self, args: EngineArgs, tp: _C.TensorParallel, agree_num_blocks: Callable[[int], int]):
+    def __init__(self, args: EngineArgs, tp: _C.TensorParallel, agree_num_blocks: Callable[[int, bool], int]):
         self.args = args
         self.model, self.max_model_len, self.num_blocks = _load(args, tp, agree_num_blocks)
         caches, mtp_caches = self.model.allocate_caches(self.num_blocks, args.block_size)
@@ -62,12 +63,12 @@ class WorkerCore:
 class EngineCore:
     """The loaded model, its tokenizer and the running C++ engine.
 
-    Tensor parallel (a `tp` of size > 1): this is rank 0, holding its shards; `agree_num_blocks`
-    turns the KV-block count that fits here into the one every rank allocates (the control
-    plane's minimum). Ranks 1..N-1 build a WorkerCore instead."""
+    Tensor parallel (a `tp` of size > 1): this is rank 0, holding its shards;
+    `agree_num_blocks(fits_here, sized_from_shared_host_memory)` returns the KV-block count every
+    rank allocates (the control plane's minimum). Ranks 1..N-1 build a WorkerCore instead."""
 
     def __init__(self, args: EngineArgs, tp: _C.TensorParallel | None = None,
-                 agree_num_blocks: Callable[[int], int] | None = None):
+                 agree_num_blocks: Callable[[int, bool], int] | None = None):
         self.args = args
         self.model, self.max_model_len, self.num_blocks = _load(args, tp, agree_num_blocks)
         self.tokenizer = Tokenizer.from_dir(args.model_path)

@@ -59,9 +59,10 @@ class RankAgent:
         self._poll(self._stub.Register, request, f"rank {self.rank}: registering", lambda r: r.all_registered,
                    timeout_s)
 
-    def ready(self, max_blocks: int, timeout_s: float = 600.0) -> int:
-        """Reports how many KV blocks fit here; returns the count every rank allocates."""
-        request = pb.ReadyRequest(rank=self.rank, max_blocks=max_blocks)
+    def ready(self, max_blocks: int, shared_host_memory: bool = False, timeout_s: float = 600.0) -> int:
+        """Reports how many KV blocks fit here (shared_host_memory: sized from host memory that the
+        other ranks on this host share); returns the count every rank allocates."""
+        request = pb.ReadyRequest(rank=self.rank, max_blocks=max_blocks, shared_host_memory=shared_host_memory)
         reply = self._poll(self._stub.Ready, request, f"rank {self.rank}: agreeing on the KV-cache size",
                            lambda r: r.num_blocks > 0, timeout_s)
         return reply.num_blocks

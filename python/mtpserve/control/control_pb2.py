@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rcontrol.proto\x12\x10mtpserve.control\"R\n\x0fRegisterRequest\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12\x12\n\nworld_size\x18\x02 \x01(\x05\x12\x0b\n\x03pid\x18\x03 \x01(\x03\x12\x10\n\x08hostname\x18\x04 \x01(\t\"6\n\rRegisterReply\x12\x16\n\x0e\x61ll_registered\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"0\n\x0cReadyRequest\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12\x12\n\nmax_blocks\x18\x02 \x01(\x03\"/\n\nReadyReply\x12\x12\n\nnum_blocks\x18\x01 \x01(\x03\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"/\n\x10HeartbeatRequest\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12\r\n\x05steps\x18\x02 \x01(\x03\"-\n\x0eHeartbeatReply\x12\x0c\n\x04stop\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t2\xf3\x01\n\x07\x43ontrol\x12N\n\x08Register\x12!.mtpserve.control.RegisterRequest\x1a\x1f.mtpserve.control.RegisterReply\x12\x45\n\x05Ready\x12\x1e.mtpserve.control.ReadyRequest\x1a\x1c.mtpserve.control.ReadyReply\x12Q\n\tHeartbeat\x12\".mtpserve.control.HeartbeatRequest\x1a .mtpserve.control.HeartbeatReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rcontrol.proto\x12\x10mtpserve.control\"R\n\x0fRegisterRequest\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12\x12\n\nworld_size\x18\x02 \x01(\x05\x12\x0b\n\x03pid\x18\x03 \x01(\x03\x12\x10\n\x08hostname\x18\x04 \x01(\t\"6\n\rRegisterReply\x12\x16\n\x0e\x61ll_registered\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"L\n\x0cReadyRequest\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12\x12\n\nmax_blocks\x18\x02 \x01(\x03\x12\x1a\n\x12shared_host_memory\x18\x03 \x01(\x08\"/\n\nReadyReply\x12\x12\n\nnum_blocks\x18\x01 \x01(\x03\x12\r\n\x05\x65rror\x18\x02 \x01(\t\"/\n\x10HeartbeatRequest\x12\x0c\n\x04rank\x18\x01 \x01(\x05\x12\r\n\x05steps\x18\x02 \x01(\x03\"-\n\x0eHeartbeatReply\x12\x0c\n\x04stop\x18\x01 \x01(\x08\x12\r\n\x05\x65rror\x18\x02 \x01(\t2\xf3\x01\n\x07\x43ontrol\x12N\n\x08Register\x12!.mtpserve.control.RegisterRequest\x1a\x1f.mtpserve.control.RegisterReply\x12\x45\n\x05Ready\x12\x1e.mtpserve.control.ReadyRequest\x1a\x1c.mtpserve.control.ReadyReply\x12Q\n\tHeartbeat\x12\".mtpserve.control.HeartbeatRequest\x1a .mtpserve.control.HeartbeatReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,13 +36,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REGISTERREPLY']._serialized_start=119
   _globals['_REGISTERREPLY']._serialized_end=173
   _globals['_READYREQUEST']._serialized_start=175
-  _globals['_READYREQUEST']._serialized_end=223
-  _globals['_READYREPLY']._serialized_start=225
-  _globals['_READYREPLY']._serialized_end=272
-  _globals['_HEARTBEATREQUEST']._serialized_start=274
-  _globals['_HEARTBEATREQUEST']._serialized_end=321
-  _globals['_HEARTBEATREPLY']._serialized_start=323
-  _globals['_HEARTBEATREPLY']._serialized_end=368
-  _globals['_CONTROL']._serialized_start=371
-  _globals['_CONTROL']._serialized_end=614
+  _globals['_READYREQUEST']._serialized_end=251
+  _globals['_READYREPLY']._serialized_start=253
+  _globals['_READYREPLY']._serialized_end=300
+  _globals['_HEARTBEATREQUEST']._serialized_start=302
+  _globals['_HEARTBEATREQUEST']._serialized_end=349
+  _globals['_HEARTBEATREPLY']._serialized_start=351
+  _globals['_HEARTBEATREPLY']._serialized_end=396
+  _globals['_CONTROL']._serialized_start=399
+  _globals['_CONTROL']._serialized_end=642
 # @@protoc_insertion_point(module_scope)

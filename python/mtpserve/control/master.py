@@ -32,7 +32,7 @@ class ControlMaster(pb_grpc.ControlServicer):
         self.on_failure: Callable[[str], None] | None = None
         self._lock = threading.Lock()
         self._ranks: dict[int, tuple[int, str]] = {}  # rank -> (pid, hostname)
-        self._max_blocks: dict[int, int] = {}
+        self._max_blocks: dict[int, tuple[int, bool]] = {}  # rank -> (blocks that fit, sized from host memory)
         self._last_beat: dict[int, float] = {}
         self._steps: dict[int, int] = {}
         self._serving = False  # heartbeats are judged from here on
@@ -131,11 +131,23 @@ class ControlMaster(pb_grpc.ControlServicer):
         with self._lock:
             if request.rank not in self._ranks:
                 return pb.ReadyReply(error=f"rank {request.rank} is not registered")
-            self._max_blocks[request.rank] = request.max_blocks
+            self._max_blocks[request.rank] = (request.max_blocks, request.shared_host_memory)
             self._last_beat[request.rank] = time.monotonic()
             if len(self._max_blocks) < self.world_size:
                 return pb.ReadyReply(num_blocks=0)
-            return pb.ReadyReply(num_blocks=min(self._max_blocks.values()))
+            return pb.ReadyReply(num_blocks=self._agreed_blocks())
+
+    def _agreed_blocks(self) -> int:
+        """The minimum over ranks of what fits, where ranks sizing from one host's shared memory get
+        an equal part of it each."""
+        per_host: dict[str, int] = {}
+        for rank, (_, shared) in self._max_blocks.items():
+            if shared:
+                host = self._ranks[rank][1]
+                per_host[host] = per_host.get(host, 0) + 1
+        fits = [blocks // per_host[self._ranks[rank][1]] if shared else blocks
+                for rank, (blocks, shared) in self._max_blocks.items()]
+        return max(1, min(fits))
 
     def Heartbeat(self, request, context):
         with self._lock:
