@@ -79,3 +79,16 @@ def test_stop_tells_ranks_to_stop(master):
     threading.Thread(target=master.stop, kwargs={"grace_s": 2.0}, daemon=True).start()
     assert agent.stop_requested.wait(5)
     agent.close()
+
+
+def test_a_rank_lost_while_starting_fails_the_start():
+    port = free_port_pair()
+    master = ControlMaster(world_size=3, startup_heartbeat_timeout_s=0.8).start("127.0.0.1", port)
+    try:
+        addr = f"127.0.0.1:{port}"
+        with pytest.raises(ControlError):
+            RankAgent(addr, 1, 3).register(timeout_s=0.2)  # registered, then never heard of again
+        with pytest.raises(ControlError, match="rank 1 stopped heartbeating"):
+            RankAgent(addr, 0, 3).register(timeout_s=10)  # rank 0 gives up instead of waiting for rank 2
+    finally:
+        master.stop(grace_s=0.5)

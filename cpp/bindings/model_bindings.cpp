@@ -62,6 +62,9 @@ void bind_model(py::module_& m) {
       .def_property_readonly("size", &TensorParallel::size);
   py::class_<DeepSeekV3>(m, "DeepSeekV3")
       .def(py::init([](const ModelConfig& c, TensorMap w, const TensorParallel& tp) {
+             // Slicing and packing the weights is C++ work: other Python threads (the control
+             // plane's heartbeats) keep running meanwhile. The caller's dict still owns the tensors.
+             py::gil_scoped_release release;
              return DeepSeekV3(c, Weights(std::move(w)), tp);
            }),
            py::arg("config"), py::arg("weights"), py::arg("tp") = TensorParallel(),
@@ -83,6 +86,7 @@ void bind_model(py::module_& m) {
 
   py::class_<MtpLayer>(m, "MtpLayer")
       .def(py::init([](const ModelConfig& c, TensorMap w, int64_t layer, const DeepSeekV3& target) {
+             py::gil_scoped_release release;
              return MtpLayer(c, Weights(std::move(w)), layer, target.embedding(), target.lm_head(), target.tp());
            }),
            py::arg("config"), py::arg("weights"), py::arg("layer"), py::arg("target"), py::keep_alive<1, 5>())

@@ -92,14 +92,27 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     check_serve_flags(ns)
     args = engine_args(ns)
     args.model_path  # a missing model directory fails here, before anything is loaded
-    if ns.node_rank > 0:  # a tensor-parallel worker: no APIs, rank 0's steps only
-        from mtpserve.ranks import run_worker
+    if ns.nnodes == 1:
+        from mtpserve.server.serve import serve
 
-        return run_worker(args, ns.nnodes, ns.node_rank, ns.master_node_addr, ns.log_level)
-    from mtpserve.server.serve import serve
+        serve(args, host=ns.host, port=ns.port, api_key=ns.api_key, served_model_name=ns.served_model_name,
+              log_level=ns.log_level, grpc_port=ns.grpc_port)
+        return 0
+    from mtpserve.control.agent import ControlError
 
-    serve(args, host=ns.host, port=ns.port, api_key=ns.api_key, served_model_name=ns.served_model_name,
-          log_level=ns.log_level, grpc_port=ns.grpc_port, nnodes=ns.nnodes, master_node_addr=ns.master_node_addr)
+    try:
+        if ns.node_rank > 0:  # a tensor-parallel worker: no APIs, rank 0's steps only
+            from mtpserve.ranks import run_worker
+
+            run_worker(args, ns.nnodes, ns.node_rank, ns.master_node_addr, ns.log_level)
+        from mtpserve.server.serve import serve
+
+        serve(args, host=ns.host, port=ns.port, api_key=ns.api_key, served_model_name=ns.served_model_name,
+              log_level=ns.log_level, grpc_port=ns.grpc_port, nnodes=ns.nnodes,
+              master_node_addr=ns.master_node_addr)
+    except ControlError as e:  # refused by, or lost, the control plane while starting
+        print(f"mtpserve: error: rank {ns.node_rank}: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+from typing import NoReturn
 
 from mtpserve.engine_args import EngineArgs
 
@@ -71,17 +72,16 @@ class MasterRank:
         self.agent.close()
 
 
-def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: str, log_level: str = "info") -> int:
-    """Ranks 1..N-1: returns the process exit code (0 after an orderly shutdown by rank 0)."""
+def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: str,
+               log_level: str = "info") -> NoReturn:
+    """Ranks 1..N-1: runs until the group stops, then ends the process (exit code 0 after an
+    orderly shutdown by rank 0 or a stop request, 1 when the group failed)."""
     from mtpserve import distributed
     from mtpserve.control import RankAgent
     from mtpserve.engine import WorkerCore
 
     logging.basicConfig(level=log_level.upper() if log_level != "trace" else "DEBUG",
                         format=f"%(asctime)s %(levelname)s rank{node_rank} %(name)s: %(message)s")
-    stop_signal = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop_signal.set())
     agent = RankAgent(master_node_addr, node_rank, nnodes)
     logger.info("rank %d: registering with %s", node_rank, master_node_addr)
     agent.register()
@@ -90,6 +90,10 @@ def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: 
     tp = distributed.init_tensor_parallel(node_rank, nnodes, master_node_addr, args.device)
     core = WorkerCore(args, tp, agent.ready)
     logger.info("rank %d: ready (%d KV blocks), running rank 0's steps", node_rank, core.num_blocks)
+    # Until here a signal simply ends the process; from here on it ends the loop below.
+    stop_signal = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop_signal.set())
 
     outcome: dict[str, object] = {}
 
@@ -105,10 +109,7 @@ def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: 
     stop_since = None
     while thread.is_alive():
         thread.join(0.2)
-        why = ("a signal" if stop_signal.is_set() else
-               f"rank 0 said stop{': ' + agent.stop_reason if agent.stop_reason else ''}"
-               if agent.stop_requested.is_set() else
-               "rank 0's control service is gone" if agent.master_lost.is_set() else None)
+        why = _stop_reason(agent, stop_signal)
         if why and stop_since is None:
             logger.info("rank %d: stopping (%s)", node_rank, why)
             stop_since = time.monotonic()
@@ -126,7 +127,17 @@ def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: 
     exit_now(code)
 
 
-def exit_now(code: int) -> None:
+def _stop_reason(agent, stop_signal: threading.Event) -> str | None:
+    if stop_signal.is_set():
+        return "a signal"
+    if agent.stop_requested.is_set():
+        return "rank 0 said stop" + (f": {agent.stop_reason}" if agent.stop_reason else "")
+    if agent.master_lost.is_set():
+        return "rank 0's control service is gone"
+    return None
+
+
+def exit_now(code: int) -> NoReturn:
     """Ends a rank process without running interpreter teardown, which could wait on collective
     threads of a broken group; logs and output streams are flushed first."""
     logging.shutdown()

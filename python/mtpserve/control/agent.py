@@ -47,6 +47,8 @@ class RankAgent:
                     return reply
             except grpc.RpcError as e:
                 last_error = f"{e.code().name}: {e.details()}"
+            if self.master_lost.is_set():  # heartbeats run: rank 0 was there and is gone
+                raise ControlError(f"{what}: rank 0's control service at {self.target} is gone ({last_error})")
             if time.monotonic() > deadline:
                 raise ControlError(f"{what}: gave up after {timeout_s:g} s waiting on rank 0's control service at "
                                    f"{self.target} ({last_error})")

@@ -1,9 +1,11 @@
 """Rank 0's Control service: registration, the KV-block agreement, heartbeats and stop.
 
-A rank that stops heartbeating for HEARTBEAT_TIMEOUT_S once the group is serving is declared
-failed (on_failure is called once, with the reason); heartbeats every HEARTBEAT_INTERVAL_S and a
-monitor tick of 0.2 s keep detection well within 5 s. A monitor that was itself stalled (a long
-call holding the GIL) restarts the clocks instead of blaming the ranks.
+A rank that stops heartbeating for HEARTBEAT_TIMEOUT_S once the group is serving (for
+STARTUP_HEARTBEAT_TIMEOUT_S while the ranks load) is declared failed (on_failure is called once,
+with the reason; Register/Ready then answer with the error, so that starting ranks give up);
+heartbeats every HEARTBEAT_INTERVAL_S and a monitor tick of 0.2 s keep detection well within 5 s.
+A monitor that was itself stalled (a long call holding the GIL) restarts the clocks instead of
+blaming the ranks.
 """
 from __future__ import annotations
 
@@ -22,13 +24,16 @@ logger = logging.getLogger("mtpserve.control")
 
 HEARTBEAT_INTERVAL_S = 0.5
 HEARTBEAT_TIMEOUT_S = 2.5
+STARTUP_HEARTBEAT_TIMEOUT_S = 30.0
 _MONITOR_TICK_S = 0.2
 
 
 class ControlMaster(pb_grpc.ControlServicer):
-    def __init__(self, world_size: int, heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S):
+    def __init__(self, world_size: int, heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S,
+                 startup_heartbeat_timeout_s: float = STARTUP_HEARTBEAT_TIMEOUT_S):
         self.world_size = world_size
         self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.startup_heartbeat_timeout_s = startup_heartbeat_timeout_s
         self.on_failure: Callable[[str], None] | None = None
         self._lock = threading.Lock()
         self._ranks: dict[int, tuple[int, str]] = {}  # rank -> (pid, hostname)
@@ -117,6 +122,8 @@ class ControlMaster(pb_grpc.ControlServicer):
         if not 0 <= request.rank < self.world_size:
             return pb.RegisterReply(error=f"--node_rank={request.rank} is outside 0..{self.world_size - 1}")
         with self._lock:
+            if self.failure:
+                return pb.RegisterReply(error=self.failure)
             known = self._ranks.get(request.rank)
             if known is not None and known[0] != request.pid:
                 return pb.RegisterReply(error=f"rank {request.rank} is already registered (pid {known[0]} on "
@@ -129,6 +136,8 @@ class ControlMaster(pb_grpc.ControlServicer):
 
     def Ready(self, request, context):
         with self._lock:
+            if self.failure:
+                return pb.ReadyReply(error=self.failure)
             if request.rank not in self._ranks:
                 return pb.ReadyReply(error=f"rank {request.rank} is not registered")
             self._max_blocks[request.rank] = (request.max_blocks, request.shared_host_memory)
@@ -169,12 +178,12 @@ class ControlMaster(pb_grpc.ControlServicer):
                     if self._stopping:
                         return
                     continue
-                if not self._serving:
-                    continue
                 if stalled:  # this process did not run the monitor for a while: nobody could beat
                     self._last_beat = {rank: now for rank in self._last_beat}
                     continue
-                late = sorted(r for r, t in self._last_beat.items() if r != 0 and now - t > self.heartbeat_timeout_s)
+                # Before serving, only ranks that beat already (registered, heartbeats started) count.
+                timeout = self.heartbeat_timeout_s if self._serving else self.startup_heartbeat_timeout_s
+                late = sorted(r for r, t in self._last_beat.items() if r != 0 and now - t > timeout)
             if late:
-                self.fail(f"rank {late[0]} stopped heartbeating (no heartbeat for more than "
-                          f"{self.heartbeat_timeout_s:g} s): the rank died or hangs")
+                self.fail(f"rank {late[0]} stopped heartbeating (no heartbeat for more than {timeout:g} s): "
+                          "the rank died or hangs")
