@@ -1,6 +1,5 @@
 import pytest
 
-from mtpserve import _C
 from mtpserve.sampling_params import SamplingParams
 
 
