@@ -95,7 +95,7 @@ def test_a_rank_lost_while_starting_fails_the_start():
 
 
 def test_committed_control_stubs_are_up_to_date(tmp_path):
-    """python/mtpserve/control/control_pb2*.py are what scripts/gen_control_proto.sh writes from
+    """python/mtpserve/control/control_pb2*.py are what scripts/gen_proto.sh control writes from
     proto/control.proto (needs the pinned grpcio-tools, else skipped)."""
     import importlib.metadata
     import re
@@ -105,14 +105,14 @@ def test_committed_control_stubs_are_up_to_date(tmp_path):
 
     pytest.importorskip("grpc_tools")
     root = Path(__file__).resolve().parents[1]
-    script = root / "scripts/gen_control_proto.sh"
+    script = root / "scripts/gen_proto.sh"
     pinned = re.search(r"^GRPCIO_TOOLS_VERSION=(\S+)$", script.read_text(), re.M).group(1)
     if importlib.metadata.version("grpcio-tools") != pinned:
         pytest.skip(f"needs grpcio-tools=={pinned}")
     out = tmp_path / "gen"
-    subprocess.run(["bash", str(script), str(out)], check=True, cwd=root, capture_output=True,
+    subprocess.run(["bash", str(script), "control", str(out)], check=True, cwd=root, capture_output=True,
                    env={**os.environ, "PYTHON": sys.executable})
     committed = root / "python/mtpserve/control"
     for name in ("control_pb2.py", "control_pb2_grpc.py"):
         assert (out / name).read_text() == (committed / name).read_text(), \
-            f"{name} is stale: run scripts/gen_control_proto.sh and commit the stubs"
+            f"{name} is stale: run scripts/gen_proto.sh control and commit the stubs"

@@ -464,7 +464,7 @@ def test_committed_stubs_are_up_to_date(tmp_path):
     if installed != pinned:
         pytest.skip(f"byte-for-byte check needs grpcio-tools=={pinned} (installed: {installed})")
     out = tmp_path / "gen"
-    subprocess.run(["bash", str(ROOT / "scripts/gen_proto.sh"), str(out)], check=True, cwd=ROOT,
+    subprocess.run(["bash", str(ROOT / "scripts/gen_proto.sh"), "mtpserve", str(out)], check=True, cwd=ROOT,
                    env={**os.environ, "PYTHON": sys.executable}, capture_output=True)
     for name in ("mtpserve_pb2.py", "mtpserve_pb2_grpc.py"):
         assert (out / name).read_text() == (committed / name).read_text(), \
