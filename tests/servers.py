@@ -26,3 +26,15 @@ def wait_until_healthy(client, proc: subprocess.Popen, timeout_s: float = 60) ->
         assert proc.poll() is None, proc.stdout.read()
         assert time.monotonic() < deadline, "server did not come up"
         time.sleep(0.1)
+
+
+def wait_until_idle(engine, timeout_s=10.0):
+    """No request left in the AsyncEngine and every KV block free (bounded wait)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        s = engine.stats()
+        if s.kv_usage == 0 and s.running == 0 and s.waiting == 0 and engine.num_open_streams == 0:
+            return
+        assert time.monotonic() < deadline, (f"engine not idle: kv_usage={s.kv_usage} running={s.running} "
+                                             f"waiting={s.waiting} open_streams={engine.num_open_streams}")
+        time.sleep(0.02)

@@ -19,7 +19,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from checkpoints import write_checkpoint
-from servers import start_serve, wait_until_healthy
+from servers import start_serve, wait_until_healthy, wait_until_idle
 from tiny_tokenizer import write_tiny_tokenizer
 
 from mtpserve import LLM
@@ -74,18 +74,6 @@ def offline(model_dir):
 def client(served):
     with GrpcClient(served.target, timeout=30) as c:
         yield c
-
-
-def wait_until_idle(engine, timeout_s=10.0):
-    """No request left in the engine and every KV block free (bounded wait)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        s = engine.stats()
-        if s.kv_usage == 0 and s.running == 0 and s.waiting == 0 and engine.num_open_streams == 0:
-            return
-        assert time.monotonic() < deadline, (f"engine not idle: kv_usage={s.kv_usage} running={s.running} "
-                                             f"waiting={s.waiting} open_streams={engine.num_open_streams}")
-        time.sleep(0.02)
 
 
 def ended_state(served, request_id, timeout_s=10.0):

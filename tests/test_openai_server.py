@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from checkpoints import write_checkpoint
-from servers import start_serve, wait_until_healthy
+from servers import start_serve, wait_until_healthy, wait_until_idle
 from tiny_tokenizer import write_tiny_tokenizer
 
 from mtpserve import LLM
@@ -71,18 +71,6 @@ def oai(served):
 def http(served):
     with httpx.Client(base_url=served.url, headers=AUTH, timeout=60) as client:
         yield client
-
-
-def wait_until_idle(engine, timeout_s=10.0):
-    """No request left in the engine and every KV block free (bounded wait)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        s = engine.stats()
-        if s.kv_usage == 0 and s.running == 0 and s.waiting == 0 and engine.num_open_streams == 0:
-            return
-        assert time.monotonic() < deadline, (f"engine not idle: kv_usage={s.kv_usage} running={s.running} "
-                                             f"waiting={s.waiting} open_streams={engine.num_open_streams}")
-        time.sleep(0.02)
 
 
 def greedy(max_tokens, **kw):
