@@ -9,9 +9,13 @@ TINY_MODEL = dict(vocab_size=512, q_lora_rank=24, n_group=2, topk_group=1, num_h
                   max_position_embeddings=256, eos_token_id=1)
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny_model")
-    write_checkpoint(path, seed=11, **TINY_MODEL)
+def write_tiny_model(path, **overrides):
+    """The tiny model + tokenizer at `path`, with TINY_MODEL's settings changed by `overrides`."""
+    write_checkpoint(path, seed=11, **{**TINY_MODEL, **overrides})
     write_tiny_tokenizer(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    return write_tiny_model(tmp_path_factory.mktemp("tiny_model"))

@@ -18,9 +18,8 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from checkpoints import write_checkpoint
+from conftest import write_tiny_model
 from servers import start_serve, wait_until_healthy, wait_until_idle
-from tiny_tokenizer import write_tiny_tokenizer
 
 from mtpserve import LLM
 from mtpserve.client import Client, MtpserveError
@@ -42,11 +41,7 @@ PROMPT = "the quick brown fox"
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     # A long context, so that a long generation reliably outlives a client that cancels it.
-    path = tmp_path_factory.mktemp("tiny_grpc")
-    write_checkpoint(path, seed=11, vocab_size=512, q_lora_rank=24, n_group=2, topk_group=1, num_hidden_layers=3,
-                     max_position_embeddings=MAX_LEN, eos_token_id=1)
-    write_tiny_tokenizer(path)
-    return path
+    return write_tiny_model(tmp_path_factory.mktemp("tiny_grpc"), max_position_embeddings=MAX_LEN)
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,8 @@ import httpx
 import openai
 import pytest
 
-from checkpoints import write_checkpoint
+from conftest import write_tiny_model
 from servers import start_serve, wait_until_healthy, wait_until_idle
-from tiny_tokenizer import write_tiny_tokenizer
 
 from mtpserve import LLM
 from mtpserve.cli import main as cli_main
@@ -36,11 +35,7 @@ CHAT = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "
 def model_dir(tmp_path_factory):
     # The shared tiny model with a longer context, so that a long generation reliably outlives a
     # client that disconnects.
-    path = tmp_path_factory.mktemp("tiny_1k")
-    write_checkpoint(path, seed=11, vocab_size=512, q_lora_rank=24, n_group=2, topk_group=1, num_hidden_layers=3,
-                     max_position_embeddings=MAX_LEN, eos_token_id=1)
-    write_tiny_tokenizer(path)
-    return path
+    return write_tiny_model(tmp_path_factory.mktemp("tiny_1k"), max_position_embeddings=MAX_LEN)
 
 
 @pytest.fixture(scope="module")
