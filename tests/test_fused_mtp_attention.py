@@ -26,7 +26,7 @@ def per_row_reference(q, cache, query_start, context_lens, tables, scale):
     return torch.stack(out).view(-1, HEADS, LORA)
 
 
-@pytest.mark.parametrize("query_lens", [[1, 1, 1], [2, 2, 2, 2], [4, 1, 3, 4], [1]])
+@pytest.mark.parametrize("query_lens", [[1, 1, 1], [2, 2, 2, 2], [4, 1, 3, 4], [1], [20, 1, 3], [0, 2, 17]])
 def test_fused_kernel_matches_per_row_attention(query_lens):
     rng = random.Random(len(query_lens))
     torch.manual_seed(sum(query_lens))
@@ -41,8 +41,8 @@ def test_fused_kernel_matches_per_row_attention(query_lens):
         query_start.append(query_start[-1] + n)
     q = torch.randn(query_start[-1], HEADS, LORA + ROPE)
     scale = 0.17
-    fused = _C.mla_absorbed_attention(q, cache, query_start, context_lens,
-                                      torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int32),
-                                      LORA, scale)
+    fused = _C.mla_attention(q, cache, torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int32),
+                             torch.tensor(query_start, dtype=torch.int32), torch.tensor(context_lens, dtype=torch.int32),
+                             max(query_lens), max(context_lens), LORA, scale)
     expected = per_row_reference(q, cache, query_start, context_lens, tables, scale)
     torch.testing.assert_close(fused, expected, rtol=1e-5, atol=1e-5)

@@ -10,6 +10,7 @@ from scipy.stats import chi2_contingency, chisquare
 from mtpserve import _C
 from mtpserve.model_loader import load_model
 from checkpoints import write_checkpoint
+from conftest import DEVICES
 
 ALPHA = 1e-5
 VOCAB = 16
@@ -21,37 +22,52 @@ def expected(p: torch.Tensor, total: float) -> np.ndarray:
     return p / p.sum() * total
 
 
-def test_rejection_sampler_reproduces_the_target_distribution():
+@pytest.fixture(scope="module", params=DEVICES)
+def device(request):
+    return request.param
+
+
+def verify(probs, drafts, greedy, seeds):
+    """Every seed as one sequence of a batch verifying `drafts` against the same target rows, on the
+    device of `probs`: (emitted tokens of each sequence, accepted drafts of each sequence)."""
+    n, k = len(seeds), len(drafts)
+    columns = [torch.zeros(n, dtype=torch.long), torch.full((n,), k), torch.tensor([drafts] * n).view(n, k),
+               torch.tensor(seeds), torch.zeros(n, dtype=torch.long), torch.full((n,), greedy)]
+    tokens, accepted = _C.sample_and_verify(probs, *[c.to(probs.device) for c in columns], k)
+    return [row[:a + 1] for row, a in zip(tokens.tolist(), accepted.tolist())], accepted.tolist()
+
+
+def test_rejection_sampler_reproduces_the_target_distribution(device):
     torch.manual_seed(0)
-    probs = torch.distributions.Dirichlet(torch.ones(VOCAB)).sample((3,)).float()
+    probs = torch.distributions.Dirichlet(torch.ones(VOCAB)).sample((3,)).float().to(device)
     drafts = [int(probs[0].argmax()), 5]  # one likely draft, one arbitrary
     first = np.zeros(VOCAB)
     second_after_accept = np.zeros(VOCAB)
-    for seed in range(SAMPLES):
-        tokens, accepted = _C.verify_drafts(probs, drafts, False, seed, 0)
+    for tokens, accepted in zip(*verify(probs, drafts, False, list(range(SAMPLES)))):
         first[tokens[0]] += 1
         if accepted >= 1:
             second_after_accept[tokens[1]] += 1
     # Token 1 follows p0 whether it came from an accepted draft or a resample; token 2, given that
     # draft 1 was accepted, follows p1.
+    probs = probs.cpu()
     assert chisquare(first, expected(probs[0], first.sum())).pvalue > ALPHA
     assert chisquare(second_after_accept, expected(probs[1], second_after_accept.sum())).pvalue > ALPHA
     assert 0.05 * SAMPLES < second_after_accept.sum() < 0.95 * SAMPLES  # both paths really taken
 
 
-def test_greedy_verification_is_exact_match():
-    probs = torch.eye(VOCAB)[[3, 7, 9]]
-    assert _C.verify_drafts(probs, [3, 7], True, 0, 0) == ([3, 7, 9], 2)
-    assert _C.verify_drafts(probs, [3, 8], True, 0, 0) == ([3, 7], 1)
-    assert _C.verify_drafts(probs, [4, 7], True, 0, 0) == ([3], 0)
+def test_greedy_verification_is_exact_match(device):
+    probs = torch.eye(VOCAB)[[3, 7, 9]].to(device)
+    assert verify(probs, [3, 7], True, [0]) == ([[3, 7, 9]], [2])
+    assert verify(probs, [3, 8], True, [0]) == ([[3, 7]], [1])
+    assert verify(probs, [4, 7], True, [0]) == ([[3]], [0])
 
 
 @pytest.fixture(scope="module")
-def small_vocab_model(tmp_path_factory):
+def small_vocab_model(tmp_path_factory, device):
     path = tmp_path_factory.mktemp("vocab16")
     write_checkpoint(path, seed=21, vocab_size=VOCAB, num_hidden_layers=2, n_group=2, topk_group=1,
                      max_position_embeddings=64, initializer_range=0.3)
-    return load_model(path, dtype="float32")
+    return load_model(path, dtype="float32", device=device)
 
 
 def first_two_tokens(model, k: int, sampling: dict, seed0: int, forced: list[int] | None = None) -> np.ndarray:

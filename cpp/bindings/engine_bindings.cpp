@@ -4,7 +4,6 @@
 #include <torch/extension.h>
 
 #include "engine/engine.h"
-#include "engine/rejection_sampler.h"
 #include "engine/worker.h"
 
 namespace py = pybind11;
@@ -55,14 +54,6 @@ void bind_outputs(py::module_& m) {
 
 void bind_engine(py::module_& m) {
   bind_outputs(m);
-  m.def(
-      "verify_drafts",
-      [](const at::Tensor& probs, const std::vector<int64_t>& drafts, bool greedy, uint64_t seed, uint64_t first_draw) {
-        Verification v = verify_drafts(probs, drafts, greedy, seed, first_draw);
-        return std::make_pair(v.tokens, v.accepted);
-      },
-      py::arg("probs"), py::arg("drafts"), py::arg("greedy"), py::arg("seed"), py::arg("first_draw"),
-      "Speculative verification of drafts against target distributions [drafts + 1, vocab].");
   py::class_<EngineConfig>(m, "EngineConfig")
       .def(py::init<>())
       .def_readwrite("block_size", &EngineConfig::block_size)

@@ -14,12 +14,21 @@ namespace {
 
 using TensorMap = std::unordered_map<std::string, at::Tensor>;
 
-kernels::AttentionMetadata metadata(std::vector<int64_t> query_start, std::vector<int64_t> context_lens,
-                                    at::Tensor block_tables, at::Tensor slot_mapping) {
+kernels::AttentionMetadata metadata(const std::vector<int64_t>& query_start, const std::vector<int64_t>& context_lens,
+                                    const at::Tensor& block_tables, at::Tensor slot_mapping) {
   if (query_start.size() != context_lens.size() + 1) {
     throw std::invalid_argument("query_start must have one more entry than context_lens");
   }
-  return {std::move(slot_mapping), std::move(block_tables), std::move(query_start), std::move(context_lens)};
+  auto on_device = [&](const std::vector<int64_t>& v) {
+    return at::tensor(v, at::kLong).to(block_tables.device()).to(at::kInt);
+  };
+  kernels::AttentionMetadata meta{std::move(slot_mapping), block_tables.to(at::kInt), on_device(query_start),
+                                  on_device(context_lens), static_cast<int64_t>(context_lens.size())};
+  for (size_t s = 0; s < context_lens.size(); ++s) {
+    meta.max_query_len = std::max(meta.max_query_len, query_start[s + 1] - query_start[s]);
+    meta.max_context_len = std::max(meta.max_context_len, context_lens[s]);
+  }
+  return meta;
 }
 
 void bind_config(py::module_& m) {
@@ -73,10 +82,9 @@ void bind_model(py::module_& m) {
       .def(
           "forward",
           [](const DeepSeekV3& model, const std::vector<at::Tensor>& caches, const at::Tensor& token_ids,
-             const at::Tensor& positions, std::vector<int64_t> query_start, std::vector<int64_t> context_lens,
-             at::Tensor block_tables, at::Tensor slot_mapping) {
-            auto meta = metadata(std::move(query_start), std::move(context_lens), std::move(block_tables),
-                                 std::move(slot_mapping));
+             const at::Tensor& positions, const std::vector<int64_t>& query_start, const std::vector<int64_t>& context_lens,
+             const at::Tensor& block_tables, at::Tensor slot_mapping) {
+            auto meta = metadata(query_start, context_lens, block_tables, std::move(slot_mapping));
             return model.forward(token_ids, positions, caches, meta);
           },
           py::arg("caches"), py::arg("token_ids"), py::arg("positions"), py::arg("query_start"),
@@ -95,8 +103,7 @@ void bind_model(py::module_& m) {
           [](const MtpLayer& mtp, const DeepSeekV3& target, const at::Tensor& cache, const at::Tensor& token_ids,
              const at::Tensor& previous_hidden, const at::Tensor& positions, std::vector<int64_t> query_start,
              std::vector<int64_t> context_lens, at::Tensor block_tables, at::Tensor slot_mapping) {
-            auto meta = metadata(std::move(query_start), std::move(context_lens), std::move(block_tables),
-                                 std::move(slot_mapping));
+            auto meta = metadata(query_start, context_lens, block_tables, std::move(slot_mapping));
             return mtp.forward(token_ids, previous_hidden, positions, target.rope(), cache, meta);
           },
           py::arg("target"), py::arg("cache"), py::arg("token_ids"), py::arg("previous_hidden"), py::arg("positions"),

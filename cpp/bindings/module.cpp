@@ -14,4 +14,9 @@ PYBIND11_MODULE(_C, m) {
   mtpserve::bindings::bind_core(m);
   mtpserve::bindings::bind_engine(m);
   mtpserve::bindings::bind_kernels(m);
+#ifdef MTPSERVE_WITH_CUDA
+  m.attr("has_cuda_kernels") = true;
+#else
+  m.attr("has_cuda_kernels") = false;
+#endif
 }

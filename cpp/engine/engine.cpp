@@ -1,13 +1,11 @@
 #include "engine/engine.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
-#include "engine/rejection_sampler.h"
 #include "dist/step_broadcast.h"
 #include "engine/step_input.h"
 
@@ -22,10 +20,6 @@ double seconds_since(std::chrono::steady_clock::time_point& start) {
   return s;
 }
 
-// Steps with fewer tokens than this run on one intra-op thread: measured on the 2-core CI
-// machine, a fork/join across cores made decode and verify steps of up to 96 tokens slower.
-constexpr int64_t kMinTokensForThreads = 512;
-
 const char* reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::kStop: return "stop";
@@ -35,11 +29,11 @@ const char* reason_name(FinishReason reason) {
   }
 }
 
-void record_verification(SpecCounters& spec, size_t num_drafts, int64_t accepted) {
+void count_verification(SpecCounters& spec, int64_t num_drafts, int64_t accepted) {
   spec.drafts += 1;
-  spec.draft_tokens += static_cast<int64_t>(num_drafts);
+  spec.draft_tokens += num_drafts;
   spec.accepted_tokens += accepted;
-  spec.accepted_per_position.resize(std::max(spec.accepted_per_position.size(), num_drafts), 0);
+  spec.accepted_per_position.resize(std::max<int64_t>(spec.accepted_per_position.size(), num_drafts), 0);
   for (int64_t j = 0; j < accepted; ++j) spec.accepted_per_position[j] += 1;
 }
 
@@ -56,18 +50,16 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
       tp_(target.tp()),
       blocks_(config_.num_blocks, config_.block_size, config_.enable_prefix_cache),
       scheduler_(config_.scheduler, blocks_),
-      executor_(target, std::move(caches)),
-      seeds_(config_.seed),
-      max_threads_(at::get_num_threads()) {
+      runner_(target, std::move(caches), config_.num_speculative_tokens > 0 ? mtp : nullptr, std::move(mtp_cache)),
+      sampler_(runner_.device()),
+      seeds_(config_.seed) {
   if (tp_.enabled() && tp_.rank() != 0) {
     throw std::invalid_argument("the Engine runs on tensor-parallel rank 0; ranks 1..N-1 run a Worker");
   }
   if (config_.num_speculative_tokens > 0) {
     blocks_.set_recompute_last_hit_block(true);
-    if (mtp == nullptr || !mtp_cache.defined()) {
-      throw std::invalid_argument("num_speculative_tokens > 0 needs an MTP layer and its cache");
-    }
-    drafter_.emplace(*mtp, target.rope(), std::move(mtp_cache), config_.block_size, tp_.enabled() ? &tp_ : nullptr);
+    if (!runner_.has_mtp()) throw std::invalid_argument("num_speculative_tokens > 0 needs an MTP layer and its cache");
+    drafter_.emplace(runner_, config_.block_size);
   }
   thread_ = std::thread([this] { loop(); });
 }
@@ -240,19 +232,16 @@ void Engine::step() {
     stats_.preemptions += plan.preempted.size();
   }
   if (plan.empty()) return;
-  at::set_num_threads(plan.num_tokens() >= kMinTokensForThreads
-                          ? max_threads_ : 1);
   try {
     auto clock = std::chrono::steady_clock::now();
-    StepInput input = build_step_input(plan.scheduled, config_.block_size, target_.embedding().device());
-    if (tp_.enabled()) send_step(tp_, StepKind::kTarget, input.wire);
-    ExecutorOutput result = executor_.run(input);
+    StepInput input = build_step_input(plan.scheduled, config_.block_size, runner_.device());
+    at::Tensor logits = runner_.run(StepKind::kTarget, input);
     const double target_time = seconds_since(clock);
-    SampleResult plain = sample_plain(input, plan, result.logits);
+    std::vector<SampledSequence> sampled = sample(input, plan, logits);
 
     std::vector<RequestOutput> outputs;
     std::vector<int64_t> first_pairs, finished;  // finished requests are dropped once the step is done
-    size_t plain_row = 0;
+    size_t next = 0;
     for (size_t i = 0; i < plan.scheduled.size(); ++i) {
       Sequence& seq = *plan.scheduled[i].seq;
       first_pairs.push_back(seq.num_computed_tokens);
@@ -262,20 +251,19 @@ void Engine::step() {
         continue;
       }
       Request& request = requests_.at(seq.id);
+      SampledSequence& result = sampled[next++];
       RequestOutput out{request.id};
       out.num_prompt_tokens = seq.num_prompt_tokens;
       out.num_cached_tokens = seq.num_cached_tokens;
-      std::vector<int64_t> emitted;
       if (samples == 1) {
-        emitted = {plain.tokens[plain_row]};
-        if (seq.params.logprobs >= 0) out.logprobs.push_back(plain.logprobs[plain_row]);
-        ++plain_row;
         seq.num_computed_tokens += plan.scheduled[i].num_new_tokens;
       } else {
-        emitted = verify(request, result.logits, input.first_sample[i], samples, out.logprobs);
-        seq.num_computed_tokens += static_cast<int64_t>(emitted.size());
+        record_verification(request, samples - 1, result.accepted);
+        seq.draft_tokens.clear();
+        seq.num_computed_tokens += static_cast<int64_t>(result.tokens.size());
       }
-      const bool done = append_tokens(request, emitted, out);
+      if (seq.params.logprobs >= 0) out.logprobs = std::move(result.logprobs);
+      const bool done = append_tokens(request, result.tokens, out);
       out.spec = request.spec;
       if (done) {
         out.logprobs.resize(std::min(out.logprobs.size(), out.token_ids.size()));
@@ -284,7 +272,7 @@ void Engine::step() {
       outputs.push_back(std::move(out));
     }
     const double sample_time = seconds_since(clock);
-    if (drafter_) draft(plan, input, first_pairs, result.hidden);
+    if (drafter_) draft(plan, input, first_pairs);
     {
       std::lock_guard lock(stats_mutex_);
       stats_.target_seconds += target_time;
@@ -304,48 +292,25 @@ void Engine::step() {
   }
 }
 
-SampleResult Engine::sample_plain(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits) {
-  std::vector<SamplingRow> rows;
-  std::vector<int64_t> row_ids;
+std::vector<SampledSequence> Engine::sample(const StepInput& input, const SchedulerOutput& plan,
+                                           const at::Tensor& logits) {
+  std::vector<SampleRequest> requests;
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-    if (input.num_samples[i] != 1) continue;
+    const int64_t samples = input.num_samples[i];
+    if (samples == 0) continue;
     const Request& r = requests_.at(plan.scheduled[i].seq->id);
     const Sequence& seq = *r.seq;
-    rows.push_back({&seq.params, std::span<const int64_t>(seq.tokens).subspan(seq.num_prompt_tokens), r.seed,
-                    static_cast<uint64_t>(seq.num_output_tokens())});
-    row_ids.push_back(input.first_sample[i]);
+    requests.push_back({&seq.params, std::span<const int64_t>(seq.tokens).subspan(seq.num_prompt_tokens),
+                        std::span<const int64_t>(seq.draft_tokens).first(samples - 1), r.seed,
+                        static_cast<uint64_t>(seq.num_output_tokens()), input.first_sample[i]});
   }
-  if (rows.empty()) return {};
-  return sampler_.sample(logits.index_select(0, at::tensor(row_ids, at::kLong).to(logits.device())), rows);
+  return sampler_.sample(logits, requests);
 }
 
-std::vector<int64_t> Engine::verify(Request& request, const at::Tensor& logits, int64_t first_row, int64_t rows,
-                                    std::vector<TokenLogprobs>& logprobs) {
-  Sequence& seq = *request.seq;
-  // Row j is judged with the drafts before it counted as output (penalties see them).
-  std::vector<int64_t> history(seq.tokens.begin() + seq.num_prompt_tokens, seq.tokens.end());
-  history.insert(history.end(), seq.draft_tokens.begin(), seq.draft_tokens.end());
-  const auto first_draw = static_cast<uint64_t>(seq.num_output_tokens());
-  std::vector<SamplingRow> sampling_rows;
-  for (int64_t j = 0; j < rows; ++j) {
-    sampling_rows.push_back({&seq.params, std::span<const int64_t>(history).first(seq.num_output_tokens() + j),
-                             request.seed, first_draw + j});
-  }
-  auto seq_logits = logits.narrow(0, first_row, rows);
-  auto probs = sampler_.probabilities(seq_logits, sampling_rows);
-  Verification v = verify_drafts(probs, seq.draft_tokens, seq.params.greedy(), request.seed, first_draw);
-  if (seq.params.logprobs >= 0) {
-    for (size_t j = 0; j < v.tokens.size(); ++j) {
-      logprobs.push_back(Sampler::token_logprobs(seq_logits[j], v.tokens[j], seq.params.logprobs));
-    }
-  }
-  record_verification(request.spec, seq.draft_tokens.size(), v.accepted);
-  {
-    std::lock_guard lock(stats_mutex_);
-    record_verification(stats_.spec, seq.draft_tokens.size(), v.accepted);
-  }
-  seq.draft_tokens.clear();
-  return v.tokens;
+void Engine::record_verification(Request& request, int64_t drafts, int64_t accepted) {
+  count_verification(request.spec, drafts, accepted);
+  std::lock_guard lock(stats_mutex_);
+  count_verification(stats_.spec, drafts, accepted);
 }
 
 int64_t Engine::draft_budget(const Sequence& seq) const {
@@ -355,8 +320,7 @@ int64_t Engine::draft_budget(const Sequence& seq) const {
   return std::max<int64_t>(0, k);
 }
 
-void Engine::draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
-                   const at::Tensor& hidden) {
+void Engine::draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs) {
   std::vector<DraftRequest> requests;
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     Sequence& seq = *plan.scheduled[i].seq;
@@ -365,9 +329,9 @@ void Engine::draft(const SchedulerOutput& plan, const StepInput& input, const st
     if (k > 0 && !blocks_.can_reserve(seq, k)) k = 0;  // drafting is optional work
     if (k > 0) blocks_.reserve(seq, k);
     requests.push_back({&seq, first_pairs[i], seq.num_computed_tokens - first_pairs[i],
-                        input.attention.query_start[i], k});
+                        input.query_start[i], k});
   }
-  drafter_->propose(requests, hidden);
+  drafter_->propose(requests);
   for (const auto& r : requests) {
     const Request& request = requests_.at(r.seq->id);
     if (request.forced_drafts.empty() || r.num_drafts == 0) continue;

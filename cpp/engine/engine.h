@@ -19,7 +19,7 @@
 
 #include "core/block_manager.h"
 #include "core/scheduler.h"
-#include "engine/executor.h"
+#include "engine/model_runner.h"
 #include "engine/mtp_drafter.h"
 #include "engine/request_output.h"
 #include "engine/sampler.h"
@@ -83,12 +83,10 @@ class Engine {
   void loop();
   void drain_inbox();
   void step();
-  SampleResult sample_plain(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits);
-  // Verifies the drafts of scheduled sequence i; returns the tokens to emit.
-  std::vector<int64_t> verify(Request& request, const at::Tensor& logits, int64_t first_row, int64_t rows,
-                              std::vector<TokenLogprobs>& logprobs);
-  void draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
-             const at::Tensor& hidden);
+  // Samples (or verifies the drafts of) every scheduled sequence with samples this step.
+  std::vector<SampledSequence> sample(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits);
+  void record_verification(Request& request, int64_t drafts, int64_t accepted);
+  void draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs);
   int64_t draft_budget(const Sequence& seq) const;
   void fail_step(const SchedulerOutput& plan, const std::string& error);
   void fail_sequence(int64_t seq_id, const std::string& error);
@@ -104,14 +102,13 @@ class Engine {
   const TensorParallel& tp_;
   BlockManager blocks_;
   Scheduler scheduler_;
-  Executor executor_;
+  ModelRunner runner_;
   Sampler sampler_;
   std::optional<MtpDrafter> drafter_;
   std::mt19937_64 seeds_;
   std::unordered_map<int64_t, Request> requests_;  // by sequence id; loop thread only
   std::unordered_map<std::string, int64_t> ids_;  // request id -> sequence id; loop thread only
   int64_t next_seq_id_ = 0;
-  int max_threads_;  // intra-op threads for large steps
 
   mutable std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;

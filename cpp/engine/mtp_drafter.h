@@ -4,13 +4,11 @@
 // i + 1; its output predicts token i + 2. After each target step the pairs of every newly
 // computed position are run (filling the MTP cache) and the last one gives draft 1; drafts
 // 2..k recurse on the layer's own output, writing positions that later steps overwrite.
-#include <ATen/core/Tensor.h>
-
+// Drafts stay on the device through the recursion and come back to the host in one copy.
 #include <vector>
 
 #include "core/sequence.h"
-#include "model/mtp_layer.h"
-#include "model/rotary_embedding.h"
+#include "engine/model_runner.h"
 
 namespace mtpserve {
 
@@ -24,21 +22,14 @@ struct DraftRequest {
 
 class MtpDrafter {
  public:
-  // With `broadcast` (rank 0 of a tensor-parallel group), every MTP forward is announced to the
-  // workers first (dist/step_broadcast.h).
-  MtpDrafter(const MtpLayer& layer, const RotaryEmbedding& rope, at::Tensor cache, int64_t block_size,
-             const TensorParallel* broadcast = nullptr)
-      : layer_(layer), rope_(rope), cache_(std::move(cache)), block_size_(block_size), broadcast_(broadcast) {}
+  MtpDrafter(ModelRunner& runner, int64_t block_size) : runner_(runner), block_size_(block_size) {}
 
   // Sets each request's seq->draft_tokens (tokens up to first_pair + num_pairs must be known).
-  void propose(const std::vector<DraftRequest>& requests, const at::Tensor& target_hidden) const;
+  void propose(const std::vector<DraftRequest>& requests) const;
 
  private:
-  const MtpLayer& layer_;
-  const RotaryEmbedding& rope_;
-  at::Tensor cache_;
+  ModelRunner& runner_;
   int64_t block_size_;
-  const TensorParallel* broadcast_;
 };
 
 }  // namespace mtpserve

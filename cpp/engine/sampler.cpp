@@ -3,113 +3,137 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <limits>
-
-#include "engine/random_stream.h"
+#include <cstring>
 
 namespace mtpserve {
 
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Host columns of one step's sampling inputs; to_device() moves them in two copies (one per dtype).
+struct HostBatch {
+  std::vector<float> temperature, top_p, min_p, presence, frequency;
+  std::vector<int64_t> top_k, penalty_tokens, penalty_rows;
+  std::vector<int64_t> first_row, num_drafts, drafts, seed, first_draw, greedy;
+};
 
-bool any_penalty(const std::vector<SamplingRow>& rows) {
-  return std::any_of(rows.begin(), rows.end(), [](const SamplingRow& r) {
+HostBatch collect(const std::vector<SampleRequest>& requests, int64_t rows, int64_t max_drafts) {
+  HostBatch b;
+  for (auto* column : {&b.temperature, &b.top_p, &b.min_p, &b.presence, &b.frequency}) column->resize(rows);
+  b.top_k.resize(rows);
+  const bool penalties = std::any_of(requests.begin(), requests.end(), [](const SampleRequest& r) {
     return r.params->presence_penalty != 0 || r.params->frequency_penalty != 0;
   });
+  for (const auto& r : requests) {
+    const SamplingParams& p = *r.params;
+    const auto k = static_cast<int64_t>(r.drafts.size());
+    for (int64_t j = 0; j <= k; ++j) {
+      const int64_t row = r.first_row + j;
+      b.temperature[row] = p.greedy() ? 0.0f : static_cast<float>(p.temperature);
+      b.top_p[row] = static_cast<float>(p.top_p);
+      b.min_p[row] = static_cast<float>(p.min_p);
+      b.presence[row] = static_cast<float>(p.presence_penalty);
+      b.frequency[row] = static_cast<float>(p.frequency_penalty);
+      b.top_k[row] = p.top_k;
+      if (!penalties) continue;
+      // Row j is judged with the drafts before it counted as output.
+      for (int64_t t : r.output_tokens) b.penalty_tokens.push_back(t), b.penalty_rows.push_back(row);
+      for (int64_t d = 0; d < j; ++d) b.penalty_tokens.push_back(r.drafts[d]), b.penalty_rows.push_back(row);
+    }
+    b.first_row.push_back(r.first_row);
+    b.num_drafts.push_back(k);
+    for (int64_t d = 0; d < max_drafts; ++d) b.drafts.push_back(d < k ? r.drafts[d] : 0);
+    int64_t seed;
+    std::memcpy(&seed, &r.seed, sizeof(seed));
+    b.seed.push_back(seed);
+    b.first_draw.push_back(static_cast<int64_t>(r.first_draw));
+    b.greedy.push_back(p.greedy());
+  }
+  return b;
 }
 
-// logits - frequency * count - presence * [count > 0], over each row's output tokens so far.
-at::Tensor apply_penalties(at::Tensor logits, const std::vector<SamplingRow>& rows) {
-  if (!any_penalty(rows)) return logits;
-  const int64_t n = logits.size(0), vocab = logits.size(1);
-  auto counts = at::zeros({n, vocab}, at::kFloat);
-  auto c = counts.accessor<float, 2>();
-  std::vector<float> frequency(n), presence(n);
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t t : rows[i].output_tokens) c[i][t] += 1;
-    frequency[i] = rows[i].params->frequency_penalty;
-    presence[i] = rows[i].params->presence_penalty;
+// Concatenates host columns into one (pinned, on a GPU) buffer, copies it once and returns views.
+template <typename T>
+std::vector<at::Tensor> to_device(const std::vector<const std::vector<T>*>& columns, at::ScalarType dtype,
+                                  const at::Device& device) {
+  int64_t total = 0;
+  for (const auto* c : columns) total += static_cast<int64_t>(c->size());
+  auto host = at::empty({total}, at::TensorOptions(dtype).pinned_memory(device.is_cuda()));
+  T* dst = host.data_ptr<T>();
+  for (const auto* c : columns) dst = std::copy(c->begin(), c->end(), dst);
+  auto buffer = host.to(device, /*non_blocking=*/true);
+  std::vector<at::Tensor> views;
+  int64_t offset = 0;
+  for (const auto* c : columns) {
+    views.push_back(buffer.narrow(0, offset, static_cast<int64_t>(c->size())));
+    offset += static_cast<int64_t>(c->size());
   }
-  counts = counts.to(logits.device());
-  auto column = [&](std::vector<float>& v) { return at::tensor(v).to(logits.device()).unsqueeze(1); };
-  return logits - column(frequency) * counts - column(presence) * (counts > 0).to(at::kFloat);
-}
-
-// Temperature, then top-k, top-p and min-p as masks over the sorted row; returns probabilities.
-at::Tensor filtered_probs(const at::Tensor& logits, const SamplingParams& p) {
-  auto [sorted, order] = (logits / p.temperature).sort(-1, /*descending=*/true);
-  const int64_t vocab = sorted.size(0);
-  if (p.top_k > 0 && p.top_k < vocab) sorted.narrow(0, p.top_k, vocab - p.top_k).fill_(kNegInf);
-  auto probs = at::softmax(sorted, -1);
-  if (p.top_p < 1.0) {
-    // Keep the smallest prefix whose mass reaches top_p (the first token always stays).
-    auto before = at::cumsum(probs, -1) - probs;
-    sorted.masked_fill_(before >= p.top_p, kNegInf);
-    probs = at::softmax(sorted, -1);
-  }
-  if (p.min_p > 0.0) {
-    sorted.masked_fill_(probs < probs[0] * p.min_p, kNegInf);
-    probs = at::softmax(sorted, -1);
-  }
-  return at::zeros_like(probs).scatter_(0, order, probs);
-}
-
-TokenLogprobs logprobs_of(const at::Tensor& raw_logprobs, int64_t token, int64_t top_n) {
-  TokenLogprobs out{token, raw_logprobs[token].item<float>(), 0, {}};
-  out.rank = (raw_logprobs > out.logprob).sum().item<int64_t>() + 1;
-  if (top_n > 0) {
-    auto [values, ids] = raw_logprobs.topk(top_n);
-    for (int64_t i = 0; i < top_n; ++i) out.top.emplace_back(ids[i].item<int64_t>(), values[i].item<float>());
-  }
-  return out;
+  return views;
 }
 
 }  // namespace
 
-TokenLogprobs Sampler::token_logprobs(const at::Tensor& logits_row, int64_t token, int64_t top_n) {
-  return logprobs_of(at::log_softmax(logits_row.to(at::kFloat).cpu(), -1), token, top_n);
+std::vector<SampledSequence> Sampler::sample(const at::Tensor& logits,
+                                             const std::vector<SampleRequest>& requests) const {
+  if (requests.empty()) return {};
+  int64_t max_drafts = 0;
+  for (const auto& r : requests) max_drafts = std::max(max_drafts, static_cast<int64_t>(r.drafts.size()));
+  const HostBatch b = collect(requests, logits.size(0), max_drafts);
+  auto f = to_device<float>({&b.temperature, &b.top_p, &b.min_p, &b.presence, &b.frequency}, at::kFloat, device_);
+  auto i = to_device<int64_t>({&b.top_k, &b.penalty_tokens, &b.penalty_rows, &b.first_row, &b.num_drafts, &b.drafts,
+                               &b.seed, &b.first_draw, &b.greedy},
+                              at::kLong, device_);
+  const int64_t seqs = static_cast<int64_t>(requests.size());
+  auto probs = ops_->sampling_probs(logits.to(at::kFloat), {f[0], i[0], f[1], f[2], f[3], f[4], i[1], i[2]});
+  auto sampled = ops_->sample_and_verify(probs, {i[3], i[4], i[5].view({seqs, max_drafts}), i[6], i[7],
+                                                 i[8].to(at::kBool)},
+                                         max_drafts);
+  auto host = at::cat({sampled.tokens.reshape({-1}), sampled.accepted}).cpu();
+  const int64_t* tokens = host.data_ptr<int64_t>();
+  const int64_t* accepted = tokens + seqs * (max_drafts + 1);
+  std::vector<SampledSequence> out(requests.size());
+  for (int64_t s = 0; s < seqs; ++s) {
+    out[s].accepted = accepted[s];
+    out[s].tokens.assign(tokens + s * (max_drafts + 1), tokens + s * (max_drafts + 1) + accepted[s] + 1);
+  }
+  add_logprobs(logits, requests, out);
+  return out;
 }
 
-int64_t Sampler::draw(const at::Tensor& probs_row, double u) {
-  auto cdf = at::cumsum(probs_row.to(at::kDouble), 0);
-  const double target = u * cdf[-1].item<double>();
-  auto index = at::searchsorted(cdf, at::scalar_tensor(target, at::kDouble), /*out_int32=*/false, /*right=*/true);
-  // Never land on a zero-probability tail token through rounding.
-  int64_t token = std::min<int64_t>(index.item<int64_t>(), probs_row.size(0) - 1);
-  while (token > 0 && probs_row[token].item<float>() == 0.0f) --token;
-  return token;
-}
-
-at::Tensor Sampler::probabilities(const at::Tensor& logits, const std::vector<SamplingRow>& rows) const {
-  auto adjusted = apply_penalties(logits.to(at::kFloat).cpu(), rows);
-  auto probs = at::empty_like(adjusted);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i].params->greedy()) {
-      probs[i].zero_()[adjusted[i].argmax().item<int64_t>()] = 1.0f;
-    } else {
-      probs[i].copy_(filtered_probs(adjusted[i], *rows[i].params));
+void Sampler::add_logprobs(const at::Tensor& logits, const std::vector<SampleRequest>& requests,
+                           std::vector<SampledSequence>& out) const {
+  std::vector<int64_t> rows, tokens;
+  int64_t top_n = 0;
+  for (size_t s = 0; s < requests.size(); ++s) {
+    if (requests[s].params->logprobs < 0) continue;
+    top_n = std::max(top_n, requests[s].params->logprobs);
+    for (size_t j = 0; j < out[s].tokens.size(); ++j) {
+      rows.push_back(requests[s].first_row + static_cast<int64_t>(j));
+      tokens.push_back(out[s].tokens[j]);
     }
   }
-  return probs;
-}
-
-SampleResult Sampler::sample(const at::Tensor& logits, const std::vector<SamplingRow>& rows) const {
-  auto probs = probabilities(logits, rows);
-  SampleResult result;
-  result.logprobs.resize(rows.size());
-  at::Tensor raw_logprobs;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const SamplingRow& row = rows[i];
-    const int64_t token = row.params->greedy() ? probs[i].argmax().item<int64_t>()
-                                               : draw(probs[i], uniform(row.seed, row.draw));
-    result.tokens.push_back(token);
-    if (row.params->logprobs >= 0) {
-      if (!raw_logprobs.defined()) raw_logprobs = at::log_softmax(logits.to(at::kFloat).cpu(), -1);
-      result.logprobs[i] = logprobs_of(raw_logprobs[i], token, row.params->logprobs);
+  if (rows.empty()) return;
+  auto index = at::tensor(rows, at::kLong).to(device_);
+  auto chosen_ids = at::tensor(tokens, at::kLong).to(device_).unsqueeze(1);
+  auto lp = at::log_softmax(logits.index_select(0, index).to(at::kFloat), -1);
+  auto chosen = lp.gather(1, chosen_ids);
+  auto rank = (lp > chosen).sum(1, false, at::kFloat) + 1;
+  auto [top_values, top_ids] = lp.topk(std::max<int64_t>(top_n, 1));
+  auto host = at::cat({chosen.squeeze(1), rank, top_values.reshape({-1}), top_ids.to(at::kFloat).reshape({-1})}).cpu();
+  const float* v = host.data_ptr<float>();
+  const auto n = static_cast<int64_t>(rows.size()), width = top_values.size(1);
+  int64_t r = 0;
+  for (size_t s = 0; s < requests.size(); ++s) {
+    const int64_t want = requests[s].params->logprobs;
+    if (want < 0) continue;
+    for (int64_t token : out[s].tokens) {
+      TokenLogprobs t{token, v[r], static_cast<int64_t>(v[n + r]), {}};
+      for (int64_t j = 0; j < want; ++j) {
+        t.top.emplace_back(static_cast<int64_t>(v[2 * n + n * width + r * width + j]), v[2 * n + r * width + j]);
+      }
+      out[s].logprobs.push_back(std::move(t));
+      ++r;
     }
   }
-  return result;
 }
 
 }  // namespace mtpserve

@@ -1,6 +1,8 @@
 #pragma once
-// Turns logits rows into tokens: penalties, temperature, top-k, top-p, min-p, greedy or seeded
-// sampling, and logprobs of the model's raw distribution.
+// Turns a step's logits rows into tokens on the compute device: every sequence that samples this
+// step gets a plain sample (penalties, temperature, top-k, top-p, min-p; greedy or seeded) or the
+// speculative verification of its drafts, all in one batch (kernels/sampling.h), and the tokens
+// come back to the host in one copy. Logprobs are of the model's raw distribution.
 #include <ATen/core/Tensor.h>
 
 #include <span>
@@ -8,40 +10,44 @@
 #include <vector>
 
 #include "core/sampling_params.h"
+#include "kernels/kernel_ops.h"
 
 namespace mtpserve {
 
-struct SamplingRow {
+struct SampleRequest {
   const SamplingParams* params;
-  std::span<const int64_t> output_tokens;  // what penalties count
+  std::span<const int64_t> output_tokens;  // what penalties count before this step
+  std::span<const int64_t> drafts;         // verified against rows first_row + 1 ...; may be empty
   uint64_t seed;
-  uint64_t draw;  // index of the output token being drawn
+  uint64_t first_draw;  // output index of the first token drawn
+  int64_t first_row;    // its first logits row; it owns drafts.size() + 1 rows
 };
 
 struct TokenLogprobs {
   int64_t token;
   float logprob;
-  int64_t rank;                              // 1 = most likely
+  int64_t rank;                                // 1 = most likely
   std::vector<std::pair<int64_t, float>> top;  // the n most likely (token, logprob)
 };
 
-struct SampleResult {
-  std::vector<int64_t> tokens;
-  std::vector<TokenLogprobs> logprobs;  // per row; empty entries where none were asked
+struct SampledSequence {
+  std::vector<int64_t> tokens;  // accepted drafts, then the sampled (correction or bonus) token
+  int64_t accepted = 0;
+  std::vector<TokenLogprobs> logprobs;  // one per token when the request asks for logprobs
 };
 
 class Sampler {
  public:
-  SampleResult sample(const at::Tensor& logits, const std::vector<SamplingRow>& rows) const;
+  explicit Sampler(const at::Device& device) : device_(device), ops_(&kernels::ops_for(device)) {}
 
-  // The distribution sampled rows draw from, in vocabulary order [rows, vocab] float32; a greedy
-  // row is one-hot on its argmax. Speculative verification accepts drafts against exactly this.
-  at::Tensor probabilities(const at::Tensor& logits, const std::vector<SamplingRow>& rows) const;
+  std::vector<SampledSequence> sample(const at::Tensor& logits, const std::vector<SampleRequest>& requests) const;
 
-  // The chosen token's raw logprob and rank plus the top_n most likely, from one logits row.
-  static TokenLogprobs token_logprobs(const at::Tensor& logits_row, int64_t token, int64_t top_n);
-  // Inverse-CDF draw from one probability row with the uniform u.
-  static int64_t draw(const at::Tensor& probs_row, double u);
+ private:
+  void add_logprobs(const at::Tensor& logits, const std::vector<SampleRequest>& requests,
+                    std::vector<SampledSequence>& out) const;
+
+  at::Device device_;
+  const kernels::KernelOps* ops_;
 };
 
 }  // namespace mtpserve

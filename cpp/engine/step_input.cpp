@@ -26,25 +26,40 @@ void StepBuilder::add(const std::vector<int32_t>& block_table, int64_t first, st
 
 namespace {
 
+// The packed part of wire on `device` in one copy (from pinned memory when the device is a GPU).
+at::Tensor to_device(const std::vector<int64_t>& wire, int64_t offset, int64_t count, const at::Device& device) {
+  auto host = at::empty({count}, at::TensorOptions(at::kLong).pinned_memory(device.is_cuda()));
+  std::copy_n(wire.data() + offset, count, host.data_ptr<int64_t>());
+  return host.to(device, /*non_blocking=*/true);
+}
+
 // Views of the device copy of wire's packed part, and the host vectors after it.
 StepInput unpack(std::vector<int64_t> wire, const at::Device& device) {
   const int64_t t = wire[0], n = wire[1], seqs = wire[2], width = wire[3];
-  const int64_t packed = 3 * t + n + seqs * width;
-  auto buffer = at::tensor(at::ArrayRef<int64_t>(wire.data() + 4, packed), at::kLong).to(device);
+  const int64_t tables = 3 * t + n, lens = tables + seqs * width, packed = lens + 2 * seqs + 1;
+  auto buffer = to_device(wire, 4, packed, device);
   StepInput out;
   out.token_ids = buffer.narrow(0, 0, t);
   out.positions = buffer.narrow(0, t, t);
-  out.attention.slot_mapping = buffer.narrow(0, 2 * t, t);
   out.sample_rows = buffer.narrow(0, 3 * t, n);
-  out.attention.block_tables = buffer.narrow(0, 3 * t + n, seqs * width).view({seqs, width});
-  auto it = wire.begin() + 4 + packed;
+  auto& meta = out.attention;
+  meta.slot_mapping = buffer.narrow(0, 2 * t, t);
+  meta.block_tables = buffer.narrow(0, tables, seqs * width).view({seqs, width}).to(at::kInt);
+  meta.query_start = buffer.narrow(0, lens, seqs + 1).to(at::kInt);
+  meta.context_lens = buffer.narrow(0, lens + seqs + 1, seqs).to(at::kInt);
+  meta.num_seqs = seqs;
+  auto it = wire.begin() + 4 + lens;
   auto take = [&](int64_t count) {
     std::vector<int64_t> part(it, it + count);
     it += count;
     return part;
   };
-  out.attention.query_start = take(seqs + 1);
-  out.attention.context_lens = take(seqs);
+  out.query_start = take(seqs + 1);
+  const auto context_lens = take(seqs);
+  for (int64_t s = 0; s < seqs; ++s) {
+    meta.max_query_len = std::max(meta.max_query_len, out.query_start[s + 1] - out.query_start[s]);
+    meta.max_context_len = std::max(meta.max_context_len, context_lens[s]);
+  }
   out.first_sample = take(seqs);
   out.num_samples = take(seqs);
   out.wire = std::move(wire);

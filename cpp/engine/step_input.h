@@ -15,11 +15,13 @@ struct StepInput {
   at::Tensor positions;  // [tokens] rotary positions
   kernels::AttentionMetadata attention;
   at::Tensor sample_rows;             // [samples] rows whose logits are needed
+  std::vector<int64_t> query_start;   // host copy of attention.query_start
   std::vector<int64_t> first_sample;  // per sequence: its first entry in sample_rows
   std::vector<int64_t> num_samples;   // per sequence: 0, 1, or 1 + drafts when verifying
   // The whole step as one int64 host buffer (what tensor-parallel workers receive):
   // [tokens, samples, seqs, table width, token ids, positions, slots, sample rows, block tables,
-  //  query_start, context_lens, first_sample, num_samples].
+  //  query_start, context_lens, first_sample, num_samples]; everything up to context_lens moves
+  // to the device in one copy.
   std::vector<int64_t> wire;
 };
 

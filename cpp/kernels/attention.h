@@ -1,27 +1,23 @@
 #pragma once
 // Attention kernels over the paged latent cache [num_blocks, block_size, kv_lora_rank + rope_dim].
-// One interface; each device provides its implementation under kernels/<device>/.
+// Every device implements these under kernels/<device>/ and registers them in its KernelOps.
 #include <ATen/core/Tensor.h>
-
-#include <vector>
 
 #include "kernels/attention_metadata.h"
 
 namespace mtpserve::kernels {
 
-// Stores one latent row per new token at its slot.
-void write_latent_cache(const at::Tensor& cache, const at::Tensor& rows, const at::Tensor& slot_mapping);
+// Stores rows [tokens, cache_dim] at cache row slot_mapping[t] (rows with a negative slot are
+// skipped), converting to the cache's dtype.
+using WriteLatentCacheFn = void (*)(const at::Tensor& cache, const at::Tensor& rows, const at::Tensor& slot_mapping);
 
-// The first `len` cached rows of sequence `seq`, in position order: [len, cache_dim].
-at::Tensor gather_latent(const at::Tensor& cache, const AttentionMetadata& meta, int64_t seq, int64_t len);
-
-// Absorbed-form MLA for the sequences in `seqs`. q is [num_tokens, heads, kv_lora_rank + rope_dim]
-// (query already multiplied into the latent space, rotary part last). All query rows of a
-// sequence (query_len x heads) are computed together against the sequence's KV, which is read
-// once; row i sees positions <= context_len - query_len + i. This is the fused MTP attention of
-// the verify step and plain decode attention when query_len is 1.
-// Returns [sum of the sequences' query lengths, heads, kv_lora_rank], in the order of `seqs`.
-at::Tensor mla_absorbed_attention(const at::Tensor& q, const at::Tensor& cache, const AttentionMetadata& meta,
-                                  const std::vector<int64_t>& seqs, int64_t kv_lora_rank, double scale);
+// Absorbed-form MLA for every sequence of the step. q is [tokens, heads, kv_lora_rank + rope_dim]
+// (query already multiplied into the latent space, rotary part last). All query rows of a sequence
+// (query_len x heads) meet the sequence's KV together, each KV row read once; row i of a sequence
+// with query length n and context c sees positions <= c - n + i. With n = 1 this is decode
+// attention, with n = k + 1 the fused MTP verify attention, with a long n a prefill chunk.
+// Softmax in fp32 with `scale`; returns [tokens, heads, kv_lora_rank] in q's dtype.
+using MlaAttentionFn = at::Tensor (*)(const at::Tensor& q, const at::Tensor& cache, const AttentionMetadata& meta,
+                                      int64_t kv_lora_rank, double scale);
 
 }  // namespace mtpserve::kernels

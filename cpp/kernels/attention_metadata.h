@@ -1,22 +1,21 @@
 #pragma once
-// Where each sequence of a step lives in the paged latent cache. Built once per
-// step; the host vectors drive shapes, the tensors live on the compute device.
+// Where each sequence of a step lives in the paged latent cache. Built once per step on the host
+// and moved to the compute device with the rest of the step; every layer reuses it. The host
+// scalars size launches; kernels never read per-sequence data through host pointers.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <vector>
 
 namespace mtpserve::kernels {
 
 struct AttentionMetadata {
-  at::Tensor slot_mapping;            // [num_tokens] int64: cache row of each new token
-  at::Tensor block_tables;            // [num_seqs, max_blocks] int32
-  std::vector<int64_t> query_start;   // [num_seqs + 1]: token rows of sequence b
-  std::vector<int64_t> context_lens;  // [num_seqs]: cached tokens once this step is written
-
-  int64_t num_seqs() const { return static_cast<int64_t>(context_lens.size()); }
-  int64_t query_len(int64_t seq) const { return query_start[seq + 1] - query_start[seq]; }
-  int64_t block_size(const at::Tensor& cache) const { return cache.size(1); }
+  at::Tensor slot_mapping;  // [tokens] int64: cache row of each new token; < 0: padding, not written
+  at::Tensor block_tables;  // [seqs, max_blocks] int32
+  at::Tensor query_start;   // [seqs + 1] int32: token rows of sequence b are [query_start[b], query_start[b + 1])
+  at::Tensor context_lens;  // [seqs] int32: cached tokens of each sequence once this step is written
+  int64_t num_seqs = 0;
+  int64_t max_query_len = 0;    // longest query of the step
+  int64_t max_context_len = 0;  // longest context of the step (an upper bound is fine)
 };
 
 }  // namespace mtpserve::kernels

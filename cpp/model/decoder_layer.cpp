@@ -22,8 +22,7 @@ at::Tensor DecoderLayer::operator()(const at::Tensor& x, const at::Tensor& posit
                                     const at::Tensor& cache, const kernels::AttentionMetadata& meta) const {
   auto attended = attention_(input_norm_(x), positions, rope, cache, meta);
   tp_.all_reduce(attended);
-  auto h = x + attended;
-  auto normed = post_attention_norm_(h);
+  auto [h, normed] = post_attention_norm_.add(x, attended);
   auto mixed = moe_ ? (*moe_)(normed) : (*mlp_)(normed);
   tp_.all_reduce(mixed);
   return h + mixed;

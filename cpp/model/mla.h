@@ -1,6 +1,8 @@
 #pragma once
 // Multi-head Latent Attention (DeepSeek-V2/V3). The cache keeps one latent row per token:
-// kv_a_layernorm(compressed kv) followed by the rotated shared key.
+// kv_a_layernorm(compressed kv) followed by the rotated shared key. Every query (decode, MTP
+// verify, prefill chunk) attends in the absorbed form: W_UK folded into the query, attention over
+// the latent rows, W_UV applied after.
 // Tensor parallel: each rank owns num_attention_heads / size heads (q_b_proj / q_proj and
 // kv_b_proj rows, o_proj columns); the down projections, norms and the latent cache are
 // replicated. The output is this rank's partial o_proj sum: the caller all-reduces it.
@@ -10,7 +12,7 @@
 #include <string>
 
 #include "dist/tensor_parallel.h"
-#include "kernels/attention_metadata.h"
+#include "kernels/kernel_ops.h"
 #include "model/model_config.h"
 #include "model/rms_norm.h"
 #include "model/rotary_embedding.h"
@@ -28,22 +30,17 @@ class MultiHeadLatentAttention {
 
  private:
   at::Tensor project_queries(const at::Tensor& x) const;
-  // Expands the cached latents to per-head keys and values: used for long query chunks.
-  at::Tensor prefill_form(const at::Tensor& q, const at::Tensor& cache, const kernels::AttentionMetadata& meta,
-                          int64_t seq) const;
-  // Attends in the latent space (W_UK folded into the query, W_UV applied after).
-  at::Tensor absorbed_form(const at::Tensor& q, const at::Tensor& cache, const kernels::AttentionMetadata& meta,
-                           const std::vector<int64_t>& seqs) const;
 
   int64_t heads_;  // this rank's heads
   int64_t nope_dim_, rope_dim_, v_dim_, kv_lora_rank_;
   double scale_;
   std::optional<at::Tensor> q_proj_, q_a_proj_, q_b_proj_;
   std::optional<RMSNorm> q_a_layernorm_;
-  at::Tensor kv_a_proj_, kv_b_proj_, o_proj_;
+  at::Tensor kv_a_proj_, o_proj_;
   RMSNorm kv_a_layernorm_;
   at::Tensor w_uk_;    // [heads, nope_dim, kv_lora_rank]
   at::Tensor w_uv_t_;  // [heads, kv_lora_rank, v_dim]
+  const kernels::KernelOps* ops_;
 };
 
 }  // namespace mtpserve

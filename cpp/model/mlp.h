@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dist/tensor_parallel.h"
+#include "kernels/kernel_ops.h"
 #include "model/weights.h"
 
 namespace mtpserve {
@@ -19,6 +20,7 @@ class DenseMLP {
  private:
   at::Tensor gate_up_;  // [2 * inter, hidden]
   at::Tensor down_;     // [hidden, inter]
+  const kernels::KernelOps* ops_;
 };
 
 }  // namespace mtpserve

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "kernels/moe.h"
+#include "kernels/kernel_ops.h"
 #include "model/mlp.h"
 #include "model/model_config.h"
 #include "model/weights.h"
@@ -26,6 +26,7 @@ class MoE {
   at::Tensor gate_up_;          // [experts, 2 * inter, hidden]
   at::Tensor down_;             // [experts, hidden, inter]
   std::optional<DenseMLP> shared_;
+  const kernels::KernelOps* ops_;
 };
 
 }  // namespace mtpserve

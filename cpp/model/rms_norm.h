@@ -1,17 +1,27 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <utility>
+
+#include "kernels/kernel_ops.h"
+
 namespace mtpserve {
 
 class RMSNorm {
  public:
-  RMSNorm(at::Tensor weight, double eps) : weight_(std::move(weight)), eps_(eps) {}
+  RMSNorm(at::Tensor weight, double eps)
+      : weight_(std::move(weight)), eps_(eps), ops_(&kernels::ops_for(weight_.device())) {}
   // Normalised in fp32 and cast back before the weight, as DeepSeek's reference does.
-  at::Tensor operator()(const at::Tensor& x) const;
+  at::Tensor operator()(const at::Tensor& x) const { return ops_->rms_norm(x, weight_, eps_); }
+  // (x + delta, its norm): the residual add fused into the norm that follows it.
+  std::pair<at::Tensor, at::Tensor> add(const at::Tensor& x, const at::Tensor& delta) const {
+    return ops_->add_rms_norm(x, delta, weight_, eps_);
+  }
 
  private:
   at::Tensor weight_;
   double eps_;
+  const kernels::KernelOps* ops_;
 };
 
 }  // namespace mtpserve

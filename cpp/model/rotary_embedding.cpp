@@ -56,17 +56,11 @@ RotaryEmbedding::RotaryEmbedding(const ModelConfig& config) {
 void RotaryEmbedding::to(const at::Device& device) {
   cos_ = cos_.to(device);
   sin_ = sin_.to(device);
+  ops_ = &kernels::ops_for(device);
 }
 
 at::Tensor RotaryEmbedding::operator()(const at::Tensor& x, const at::Tensor& positions) const {
-  std::vector<int64_t> shape(x.dim(), 1);
-  shape[0] = positions.size(0);
-  shape.back() = cos_.size(1);
-  auto cos = cos_.index_select(0, positions).view(shape).to(x.scalar_type());
-  auto sin = sin_.index_select(0, positions).view(shape).to(x.scalar_type());
-  auto even = x.slice(-1, 0, x.size(-1), 2);
-  auto odd = x.slice(-1, 1, x.size(-1), 2);
-  return at::cat({even * cos - odd * sin, odd * cos + even * sin}, -1);
+  return ops_->rotary(x, positions, cos_, sin_);
 }
 
 }  // namespace mtpserve

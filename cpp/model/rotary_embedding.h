@@ -4,6 +4,7 @@
 // queries and keys share the layout, so their dot products are the reference's.
 #include <ATen/core/Tensor.h>
 
+#include "kernels/kernel_ops.h"
 #include "model/model_config.h"
 
 namespace mtpserve {
@@ -16,12 +17,14 @@ class RotaryEmbedding {
   at::Tensor operator()(const at::Tensor& x, const at::Tensor& positions) const;
   // The multiplier YaRN puts on the softmax scale (mscale_all_dim squared), 1 otherwise.
   double softmax_scale_factor() const { return softmax_scale_factor_; }
+  // Moves the tables to `device` and runs on its kernels from then on.
   void to(const at::Device& device);
 
  private:
   at::Tensor cos_;  // [max_positions, rope_dim / 2] float32
   at::Tensor sin_;
   double softmax_scale_factor_ = 1.0;
+  const kernels::KernelOps* ops_ = &kernels::cpu::ops();
 };
 
 }  // namespace mtpserve

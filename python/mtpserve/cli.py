@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from mtpserve.bench.runner import add_bench_args
@@ -28,7 +29,7 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def engine_args(ns: argparse.Namespace) -> EngineArgs:
-    return EngineArgs(**{name: getattr(ns, name) for name in EngineArgs.__dataclass_fields__})
+    return EngineArgs(**{f.name: getattr(ns, f.name) for f in dataclasses.fields(EngineArgs) if f.init})
 
 
 def cmd_generate(ns: argparse.Namespace) -> int:

@@ -4,21 +4,35 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+import torch
+
 from mtpserve import _C
 from mtpserve.engine_args import EngineArgs
 from mtpserve.model_loader import LoadedModel, load_draft, load_model
 from mtpserve.tokenizer import Tokenizer
 
 
+def cache_memory(device: str, utilization: float) -> int:
+    """Bytes the KV cache may take: on a GPU, what keeps the device's total use (weights loaded) at
+    `utilization` of its memory, as xLLM's --max_memory_utilization; on the CPU, that share of free RAM."""
+    if device.startswith("cuda"):
+        free, total = torch.cuda.mem_get_info(torch.device(device))
+        return max(0, free - int(total * (1 - utilization)))
+    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * utilization)
+
+
 def cache_blocks(args: EngineArgs, model: LoadedModel, max_model_len: int) -> int:
-    """--max_cache_blocks, else --max_memory_utilization of available RAM (on CPU), capped at what
+    """--max_cache_blocks, else the blocks that fit in cache_memory(), capped at what
     max_seqs_per_batch sequences of max_model_len tokens could ever hold."""
     if args.max_cache_blocks is not None:
         return args.max_cache_blocks
     layers = model.config.num_hidden_layers + len(model.mtp_layers)
     bytes_per_block = args.block_size * model.config.cache_dim * model.dtype.itemsize * layers
-    available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    by_memory = int(available * args.max_memory_utilization) // bytes_per_block
+    by_memory = cache_memory(args.device, args.max_memory_utilization) // bytes_per_block
+    if by_memory < 1:
+        raise ValueError(f"no memory left for the KV cache on {args.device} at max_memory_utilization="
+                         f"{args.max_memory_utilization} (one block of {args.block_size} tokens needs "
+                         f"{bytes_per_block} bytes)")
     useful = args.max_seqs_per_batch * -(-max_model_len // args.block_size)
     return max(1, min(by_memory, useful))
 

@@ -1,8 +1,10 @@
 """Engine arguments, named like the server flags (xLLM spelling), shared by LLM, the CLI and serve."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from mtpserve.devices import resolve_device
 
 # The small trained DeepSeek-V3 + MTP model shipped in the repository.
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "tiny-dsv3-mtp"
@@ -11,7 +13,7 @@ DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "tiny-dsv3-mtp"
 @dataclass
 class EngineArgs:
     model: str | None = None
-    devices: str = "cpu"
+    devices: str = "auto"
     dtype: str = "auto"
     block_size: int = 128
     max_memory_utilization: float = 0.9
@@ -25,6 +27,7 @@ class EngineArgs:
     draft_devices: str | None = None
     num_speculative_tokens: int = 0
     seed: int = 0
+    device: str = field(init=False, repr=False)  # the torch device this rank runs on
 
     def __post_init__(self):
         if self.model is None:
@@ -40,17 +43,12 @@ class EngineArgs:
             raise ValueError(f"max_model_len must be > 1, got {self.max_model_len!r}")
         if not isinstance(self.num_speculative_tokens, int) or self.num_speculative_tokens < 0:
             raise ValueError(f"num_speculative_tokens must be an integer >= 0, got {self.num_speculative_tokens!r}")
-        if self.device != "cpu":
-            raise ValueError(f"devices={self.devices!r}: only 'cpu' runs the engine so far")
-        if self.draft_devices is not None and self.draft_devices.strip() != self.device:
+        self.device = resolve_device(self.devices)
+        if self.draft_devices is not None and self.draft_devices.strip() not in (self.devices.strip(), self.device):
             raise ValueError(f"draft_devices={self.draft_devices!r} must equal devices={self.devices!r}: the MTP "
                              "layer runs on the target's devices")
         if self.draft_model is not None and not (Path(self.draft_model) / "config.json").is_file():
             raise FileNotFoundError(f"--draft_model {self.draft_model}: no config.json there")
-
-    @property
-    def device(self) -> str:
-        return self.devices.strip()
 
     @property
     def model_path(self) -> Path:

@@ -1,13 +1,16 @@
-// CPU routed experts, without scatter-add (slow on CPU).
+// CPU MoE: noaux_tc routing with torch ops, and the routed experts without scatter-add (slow on CPU).
 // A handful of tokens (decode, MTP verify): every expert runs on every token in two batched
 // matmuls that read each weight once in place, and unchosen experts get weight 0 — at these
 // sizes the cost is per op, not per FLOP, and it stays flat as the rows grow.
 // More tokens: group assignments by expert so each active expert runs one matmul.
-#include "kernels/cpu/moe_experts_cpu.h"
+#include "kernels/cpu/moe_cpu.h"
 
 #include <ATen/ATen.h>
 
+#include <limits>
 #include <vector>
+
+#include "kernels/moe_all_experts.h"
 
 namespace mtpserve::kernels::cpu {
 
@@ -20,16 +23,7 @@ at::Tensor swiglu(const at::Tensor& gate_up, int64_t inter) {
   return at::silu(gate_up.narrow(-1, 0, inter)) * gate_up.narrow(-1, inter, inter);
 }
 
-// [tokens, hidden]: all experts on all tokens, combined with the routing weights.
-at::Tensor dense(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down, const Routing& routing) {
-  const int64_t tokens = x.size(0), experts = gate_up.size(0);
-  auto h = swiglu(at::matmul(gate_up, x.t()).transpose(1, 2), down.size(2));             // [E, T, I]
-  auto y = at::bmm(h, down.transpose(1, 2));                                              // [E, T, H]
-  auto w = at::zeros({tokens, experts}, routing.weights.options()).scatter_(1, routing.experts, routing.weights);
-  return at::bmm(w.unsqueeze(1), y.to(at::kFloat).transpose(0, 1)).squeeze(1);            // [T, H]
-}
-
-// The same by expert groups; the groups' outputs are put back in assignment order at the end.
+// Grouped by expert, each active expert in one matmul; the outputs are put back in assignment order.
 at::Tensor grouped(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down, const at::Tensor& flat,
                    int64_t top_k) {
   const int64_t num_experts = gate_up.size(0), inter = down.size(2);
@@ -52,9 +46,24 @@ at::Tensor grouped(const at::Tensor& x, const at::Tensor& gate_up, const at::Ten
 
 }  // namespace
 
+Routing route_noaux_tc(const at::Tensor& router_logits, const at::Tensor& correction_bias, const RoutingParams& p) {
+  const int64_t tokens = router_logits.size(0), experts = router_logits.size(1);
+  auto scores = router_logits.to(at::kFloat).sigmoid();
+  auto choice = scores + correction_bias;
+  auto group_scores = std::get<0>(choice.view({tokens, p.n_group, experts / p.n_group}).topk(2, -1)).sum(-1);
+  auto groups = std::get<1>(group_scores.topk(p.topk_group, -1, true, false));
+  auto group_mask = at::zeros_like(group_scores).scatter_(1, groups, 1.0).to(at::kBool);
+  auto expert_mask = group_mask.unsqueeze(-1).expand({tokens, p.n_group, experts / p.n_group}).reshape({tokens, experts});
+  choice = choice.masked_fill(expert_mask.logical_not(), -std::numeric_limits<float>::infinity());
+  auto chosen = std::get<1>(choice.topk(p.top_k, -1, true, false));
+  auto weights = scores.gather(1, chosen);
+  if (p.norm_topk_prob) weights = weights / (weights.sum(-1, true) + 1e-20);
+  return {weights * p.routed_scaling_factor, chosen};
+}
+
 at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down, const Routing& routing) {
   const int64_t tokens = x.size(0), top_k = routing.experts.size(1);
-  if (tokens <= kMaxDenseTokens) return dense(x, gate_up, down, routing).to(x.scalar_type());
+  if (tokens <= kMaxDenseTokens) return moe_all_experts(x, gate_up, down, routing);
   auto flat = routing.experts.reshape({-1}).contiguous();
   auto weighted = grouped(x, gate_up, down, flat, top_k).to(at::kFloat) * routing.weights.reshape({-1, 1});
   return weighted.view({tokens, top_k, x.size(1)}).sum(1).to(x.scalar_type());

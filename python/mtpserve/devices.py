@@ -1,0 +1,76 @@
+"""Which device a rank runs on: --devices auto|cpu|cuda[:N]|npu[:N], checked at start-up against what is
+really there, so a wrong choice fails before any weight is read, with a message naming what was found."""
+from __future__ import annotations
+
+import importlib.util
+import logging
+
+import torch
+
+from mtpserve import _C
+
+logger = logging.getLogger("mtpserve")
+
+
+class DeviceError(ValueError):
+    """The requested device does not exist here or this build cannot run on it."""
+
+
+def resolve_device(spec: str) -> str:
+    """The torch device string of this rank. 'auto' picks an NPU where torch_npu sees one, else the first
+    GPU, else the CPU, and logs the choice."""
+    spec = spec.strip()
+    if "," in spec:
+        raise DeviceError(f"devices={spec!r}: one device per rank process; start one rank per device "
+                          "(--nnodes N --node_rank i --devices cuda:i)")
+    if spec == "auto":
+        device = _auto()
+        logger.info("devices=auto: running on %s", device)
+        return device
+    kind, _, index = spec.partition(":")
+    if kind == "cpu" and not index:
+        return "cpu"
+    if kind == "cuda":
+        return _cuda(spec, int(index) if index.isdigit() else 0 if not index else -1)
+    if kind == "npu":
+        raise DeviceError(_npu_missing(spec))
+    raise DeviceError(f"devices={spec!r}: unknown device (choose auto, cpu, cuda:N or npu:N)")
+
+
+def _auto() -> str:
+    if _npu_visible():
+        raise DeviceError(_npu_missing("auto"))
+    if torch.cuda.is_available() and _C.has_cuda_kernels:
+        return "cuda:0"
+    if torch.cuda.is_available():
+        logger.warning("devices=auto: a GPU is present but this mtpserve build has no CUDA kernels; running on cpu")
+    return "cpu"
+
+
+def _cuda(spec: str, index: int) -> str:
+    if index < 0:
+        raise DeviceError(f"devices={spec!r}: expected cuda or cuda:N with N a GPU index")
+    if torch.version.cuda is None:
+        raise DeviceError(f"devices={spec!r}: the installed torch {torch.__version__} has no CUDA support")
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise DeviceError(f"devices={spec!r}: torch sees {count} GPU(s)" +
+                          (f" (cuda:0..cuda:{count - 1})" if count else ""))
+    if not _C.has_cuda_kernels:
+        raise DeviceError(f"devices={spec!r}: this mtpserve build has no CUDA kernels (rebuild where nvcc is on "
+                          "PATH: bash scripts/setup.sh)")
+    return f"cuda:{index}"
+
+
+def _npu_visible() -> bool:
+    if importlib.util.find_spec("torch_npu") is None:
+        return False
+    import torch_npu  # noqa: F401  (registers torch.npu)
+    return torch.npu.is_available()
+
+
+def _npu_missing(spec: str) -> str:
+    if importlib.util.find_spec("torch_npu") is None:
+        return (f"devices={spec!r}: Ascend NPUs need torch_npu and the CANN toolkit (CANN >= 8.1.RC1), and torch_npu "
+                "is not installed")
+    return f"devices={spec!r}: this mtpserve build has no NPU backend yet"

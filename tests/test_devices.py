@@ -1,0 +1,42 @@
+"""--devices: what resolves, and what fails at start-up with a message naming what was found."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from mtpserve import _C
+from mtpserve.devices import DeviceError, resolve_device
+from mtpserve.engine_args import EngineArgs
+
+
+def test_cpu_and_auto():
+    assert resolve_device("cpu") == "cpu"
+    expected = "cuda:0" if torch.cuda.is_available() and _C.has_cuda_kernels else "cpu"
+    assert resolve_device("auto") == expected
+    assert EngineArgs().device == expected
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("tpu:0", "unknown device"),
+    ("cuda:x", "cuda or cuda:N"),
+    ("cuda:0,cuda:1", "one device per rank"),
+    ("npu:0", "torch_npu"),
+])
+def test_bad_devices_are_refused(spec, message):
+    with pytest.raises(DeviceError, match=message):
+        resolve_device(spec)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
+def test_cuda_without_a_gpu_names_what_is_there():
+    with pytest.raises(DeviceError, match="no CUDA support|sees 0 GPU"):
+        resolve_device("cuda:0")
+
+
+def test_serve_on_a_missing_npu_exits_with_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "mtpserve.cli", "serve", "--devices", "npu:0", "--port", "0"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "npu:0" in lines[0] and "torch_npu" in lines[0], result.stderr
