@@ -1,0 +1,26 @@
+#include "kernels/cuda/attention_cuda.h"
+#include "kernels/cuda/moe_cuda.h"
+#include "kernels/cuda/norm_rope_cuda.h"
+#include "kernels/cuda/sampling_cuda.h"
+#include "kernels/kernel_ops.h"
+#include "kernels/sampling_probs.h"
+
+namespace mtpserve::kernels::cuda {
+
+const KernelOps& ops() {
+  static const KernelOps table{
+      .write_latent_cache = write_latent_cache,
+      .mla_attention = mla_attention,
+      .rms_norm = rms_norm,
+      .add_rms_norm = add_rms_norm,
+      .rotary = rotary,
+      .silu_and_mul = silu_and_mul,
+      .route_noaux_tc = route_noaux_tc,
+      .moe_experts = moe_experts,
+      .sampling_probs = sampling_probs,
+      .sample_and_verify = sample_and_verify,
+  };
+  return table;
+}
+
+}  // namespace mtpserve::kernels::cuda

@@ -1,0 +1,36 @@
+#pragma once
+// Absorbed MLA over the paged latent cache (see kernels/attention.h for the semantics). All query
+// rows x heads of one sequence are flattened into entries e = row * heads + head; a block takes 64
+// consecutive entries of one sequence and reads each KV row once for all of them, so the k + 1 rows
+// of an MTP verify meet the KV together. Long contexts are split over blocks (flash-decoding) and
+// merged by a second kernel. bf16/fp16 with kv_lora_rank + rope_dim in {512 + 64, 64 + 16} run on
+// tensor cores; every other shape and fp32 run on an exact fp32 SIMT kernel.
+#include "kernels/cuda/dtype.cuh"
+
+namespace mtpserve::kernels::cuda {
+
+struct MlaAttentionLaunch {
+  const void* q;                // [tokens, heads, dim] contiguous, dim = kv_lora + rope
+  const void* cache;            // [cache_rows, dim] (num_blocks * block_size rows), q's dtype
+  const int32_t* block_tables;  // [num_seqs, table_width]
+  const int32_t* query_start;   // [num_seqs + 1]
+  const int32_t* context_lens;  // [num_seqs]
+  void* out;                    // [tokens, heads, kv_lora]
+  float* partial;               // [splits, tokens * heads, kv_lora] when splits > 1, else null
+  float* lse;                   // [splits, tokens * heads] log2-sum-exp of each split, when splits > 1
+  int64_t tokens, heads, dim, kv_lora, num_seqs, table_width, block_size, max_query_len;
+  int32_t splits;  // from mla_attention_splits
+  float scale;
+  DType dtype;
+};
+
+// How many KV splits the launch uses: more when few blocks would otherwise fill the GPU, 1 for short
+// contexts and for the SIMT kernel. `sm_count` is multiprocessor_count() of the launch's device.
+int mla_attention_splits(const MlaAttentionLaunch& p, int64_t max_context_len, int sm_count);
+
+// The multiprocessor count of `device`, queried once per device.
+int multiprocessor_count(int device);
+
+cudaError_t launch_mla_attention(const MlaAttentionLaunch& p, cudaStream_t stream);
+
+}  // namespace mtpserve::kernels::cuda

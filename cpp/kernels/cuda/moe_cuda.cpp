@@ -1,0 +1,128 @@
+// MoE on the GPU: routing and grouping by our kernels, the bf16 expert GEMMs by torch._grouped_mm,
+// which reads only the weights of experts that got rows; no host sync anywhere. Other dtypes (the
+// fp32 test mode), and layouts _grouped_mm's fast path does not take, compute every expert instead.
+#include "kernels/cuda/moe_cuda.h"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <string>
+
+#include "kernels/cuda/moe_routing.cuh"
+#include "kernels/cuda/norm_rope.cuh"
+#include "kernels/cuda/tensor_args.h"
+#include "kernels/moe_all_experts.h"
+
+namespace mtpserve::kernels::cuda {
+
+namespace {
+
+bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
+
+void require_on(const at::Tensor& t, const at::Tensor& like, const std::string& what) {
+  require(t.device() == like.device(), "moe_experts: " + what + " must be on " + like.device().str() + ", got " +
+                                           t.device().str());
+}
+
+void validate_routing(const at::Tensor& logits, const at::Tensor& bias, const RoutingParams& p) {
+  require(logits.is_cuda() && logits.dim() == 2, "route_noaux_tc: router_logits must be a CUDA tensor [tokens, experts]");
+  const int64_t experts = logits.size(1);
+  require(bias.device() == logits.device() && bias.dim() == 1 && bias.size(0) == experts,
+          "route_noaux_tc: correction_bias must be [" + std::to_string(experts) + "] on " + logits.device().str());
+  require(experts <= kMaxExperts, "route_noaux_tc: at most " + std::to_string(kMaxExperts) + " experts, got " +
+                                      std::to_string(experts));
+  require(p.n_group >= 1 && p.n_group <= kMaxGroups && experts % p.n_group == 0 && experts / p.n_group >= 2,
+          "route_noaux_tc: n_group must divide the experts into groups of at least 2 (and be at most " +
+              std::to_string(kMaxGroups) + ")");
+  require(p.topk_group >= 1 && p.topk_group <= p.n_group, "route_noaux_tc: topk_group must be in [1, n_group]");
+  require(p.top_k >= 1 && p.top_k <= kMaxTopK && p.top_k <= p.topk_group * (experts / p.n_group),
+          "route_noaux_tc: top_k must be in [1, " + std::to_string(kMaxTopK) +
+              "] and at most the experts of topk_group groups");
+}
+
+// _grouped_mm's CUTLASS path (sm90/sm100, bf16) needs 16-byte aligned bases and 16-byte multiple
+// row strides; elsewhere it falls back to a per-expert loop with a host sync, which we never take.
+bool grouped_mm_fits(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down) {
+  const int64_t hidden = x.size(1), inter = down.size(2);
+  const int major = compute_capability_major(x.device().index());
+  return x.scalar_type() == at::kBFloat16 && (major == 9 || major == 10) && hidden % 8 == 0 && inter % 8 == 0 &&
+         gate_up.is_contiguous() && down.is_contiguous() && aligned16(gate_up) && aligned16(down);
+}
+
+at::Tensor grouped_experts(const at::Tensor& x_in, const at::Tensor& gate_up, const at::Tensor& down,
+                           const Routing& routing) {
+  auto x = x_in.contiguous();
+  const int64_t tokens = x.size(0), hidden = x.size(1), inter = down.size(2);
+  const int64_t experts = gate_up.size(0), top_k = routing.experts.size(1), assignments = tokens * top_k;
+  const cudaStream_t stream = stream_of(x);
+  auto chosen = routing.experts.contiguous();
+  auto weights = routing.weights.to(at::kFloat).contiguous();
+
+  auto ints = at::empty({experts + 2 * assignments}, x.options().dtype(at::kInt));
+  auto offsets = ints.narrow(0, 0, experts), row_of = ints.narrow(0, experts, assignments),
+       source = ints.narrow(0, experts + assignments, assignments);
+  const GroupLaunch group{chosen.data_ptr<int64_t>(), offsets.data_ptr<int32_t>(), row_of.data_ptr<int32_t>(),
+                          source.data_ptr<int32_t>(), assignments, experts};
+  check_launch(launch_group(group, stream), "moe_experts: grouping");
+
+  auto grouped = at::empty({assignments, hidden}, x.options());
+  const GatherLaunch gather{x.data_ptr(), source.data_ptr<int32_t>(), grouped.data_ptr(), assignments, top_k, hidden,
+                            DType::kBFloat16};
+  check_launch(launch_gather(gather, stream), "moe_experts: gather");
+
+  auto gate_up_out = at::_grouped_mm(grouped, gate_up.transpose(1, 2), offsets);  // [assignments, 2I]
+  auto h = at::empty({assignments, inter}, x.options());
+  const SiluAndMulLaunch act{gate_up_out.data_ptr(), h.data_ptr(), assignments, inter, gate_up_out.stride(0),
+                             DType::kBFloat16};
+  check_launch(launch_silu_and_mul(act, stream), "moe_experts: silu_and_mul");
+  auto y = at::_grouped_mm(h, down.transpose(1, 2), offsets);  // [assignments, H]
+
+  auto out = at::empty({tokens, hidden}, x.options());
+  const CombineLaunch combine{y.data_ptr(), row_of.data_ptr<int32_t>(), weights.data_ptr<float>(), out.data_ptr(),
+                              tokens, top_k, hidden, y.stride(0), DType::kBFloat16};
+  check_launch(launch_combine(combine, stream), "moe_experts: combine");
+  return out;
+}
+
+}  // namespace
+
+Routing route_noaux_tc(const at::Tensor& router_logits, const at::Tensor& correction_bias, const RoutingParams& p) {
+  validate_routing(router_logits, correction_bias, p);
+  c10::cuda::CUDAGuard guard(router_logits.device());
+  auto logits = router_logits.to(at::kFloat).contiguous();
+  auto bias = correction_bias.to(at::kFloat).contiguous();
+  const int64_t tokens = logits.size(0), experts = logits.size(1);
+  auto weights = at::empty({tokens, p.top_k}, logits.options());
+  auto chosen = at::empty({tokens, p.top_k}, logits.options().dtype(at::kLong));
+  const RouteLaunch launch{logits.data_ptr<float>(), bias.data_ptr<float>(), weights.data_ptr<float>(),
+                           chosen.data_ptr<int64_t>(), tokens, experts, p.n_group, p.topk_group, p.top_k,
+                           p.norm_topk_prob, static_cast<float>(p.routed_scaling_factor)};
+  check_launch(launch_route(launch, stream_of(logits)), "route_noaux_tc");
+  return {weights, chosen};
+}
+
+at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down,
+                       const Routing& routing) {
+  require(x.is_cuda() && x.dim() == 2, "moe_experts: x must be a CUDA tensor [tokens, hidden]");
+  require_on(gate_up, x, "gate_up");
+  require_on(down, x, "down");
+  require_on(routing.weights, x, "the routing weights");
+  require_on(routing.experts, x, "the routing experts");
+  const int64_t tokens = x.size(0), hidden = x.size(1);
+  require(gate_up.dim() == 3 && down.dim() == 3 && gate_up.size(2) == hidden && down.size(1) == hidden &&
+              down.size(0) == gate_up.size(0) && gate_up.size(1) == 2 * down.size(2),
+          "moe_experts: gate_up must be [experts, 2 * inter, hidden] and down [experts, hidden, inter]");
+  require(gate_up.scalar_type() == x.scalar_type() && down.scalar_type() == x.scalar_type(),
+          "moe_experts: the expert weights must have x's dtype");
+  require(routing.experts.dim() == 2 && routing.experts.size(0) == tokens &&
+              routing.experts.scalar_type() == at::kLong && routing.weights.sizes() == routing.experts.sizes(),
+          "moe_experts: routing weights and experts (int64) must be [tokens, top_k]");
+  require(gate_up.size(0) <= kMaxExperts, "moe_experts: at most " + std::to_string(kMaxExperts) + " experts");
+  dtype_of(x, "moe_experts");  // throws for a dtype no path takes
+  c10::cuda::CUDAGuard guard(x.device());
+  if (tokens == 0) return at::empty({0, hidden}, x.options());
+  if (!grouped_mm_fits(x, gate_up, down)) return moe_all_experts(x, gate_up, down, routing);
+  return grouped_experts(x, gate_up, down, routing);
+}
+
+}  // namespace mtpserve::kernels::cuda

@@ -1,0 +1,150 @@
+"""Paged MLA attention on the GPU (issue 11): the fused MTP verify kernel against its memory floor.
+
+DeepSeek-V3 at TP8 (16 heads, kv_lora 512 + rope 64 = 576, bf16), context 8192, block size 64, batch
+B in {1, 16, 64, 128}, k in {0, 1, 2, 3} drafts. For each (B, k):
+  fused     one call: B sequences of k + 1 query rows each (the verify step)
+  separate  the same rows as B * (k + 1) one-row decode sequences over the same KV (row i of a sequence
+            sees c - k + i positions, exactly as in the fused call)
+  speedup   separate / fused; target >= 0.9 * (k + 1) for k >= 1
+  bandwidth latent-cache bytes the step must read (B * 8192 * 576 * 2) / fused time, as a fraction of
+            the device-to-device copy bandwidth (bytes read + written / time of a 1 GiB copy_) measured in
+            the same run; target >= 80% for B >= 16
+Block tables are shuffled, and several cache sets rotate between calls so that no call finds its KV in L2.
+Calls are replayed from a CUDA graph (as the engine runs decode), so host launch overhead is not timed.
+Prints a markdown table and writes mla_attention.json into --out (default $OUT or /tmp).
+
+  python3 scripts/bench_mla_attention.py --out /tmp
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+
+import torch
+
+from mtpserve import _C
+
+HEADS, LORA, ROPE, BLOCK, CONTEXT = 16, 512, 64, 64, 8192
+DIM = LORA + ROPE
+BF16 = 2
+ROTATION_BYTES = 256 << 20  # several times the H100/H200 L2 (50/60 MB)
+
+
+def median_us(fn, reps: int, per_timing: int = 1, warmup: int = 3) -> float:
+    """Median over `reps` CUDA-event timings of fn(), divided by the calls fn makes (`per_timing`)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / per_timing)
+    return statistics.median(times)
+
+
+def attention_us(calls: list[tuple], reps: int) -> float:
+    """Per-call time of _C.mla_attention cycling through `calls` (one per KV set), replayed from a CUDA graph
+    as the engine runs decode steps, so host launch overhead does not count: a B = 16 call is ~60 us."""
+    inner = max(len(calls), 8)
+
+    def run_all():
+        for i in range(inner):
+            _C.mla_attention(*calls[i % len(calls)])
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run_all()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run_all()
+    us = median_us(graph.replay, reps, per_timing=inner)
+    del graph
+    return us
+
+
+def copy_bandwidth(reps: int) -> float:
+    """Bytes read + written per second of a 1 GiB device-to-device copy_."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    us = median_us(lambda: dst.copy_(src), reps)
+    del src, dst
+    return 2 * (1 << 30) / (us * 1e-6)
+
+
+def kv_sets(batch: int, gen: torch.Generator):
+    """One cache pool holding `sets` independent KV sets of `batch` sequences; returns the pool and, per
+    set, its shuffled block tables [batch, CONTEXT / BLOCK]."""
+    per_seq = CONTEXT // BLOCK
+    set_bytes = batch * CONTEXT * DIM * BF16
+    sets = max(1, -(-ROTATION_BYTES // set_bytes))
+    pool = torch.randn(sets * batch * per_seq, BLOCK, DIM, device="cuda", dtype=torch.bfloat16, generator=gen)
+    order = torch.randperm(sets * batch * per_seq, device="cuda", generator=gen).to(torch.int32)
+    return pool, list(order.view(sets, batch, per_seq).unbind(0))
+
+
+def verify_call(q, pool, tables, k):
+    """The fused verify step: every sequence's k + 1 rows in one call."""
+    batch = tables.size(0)
+    query_start = torch.arange(0, batch + 1, device="cuda", dtype=torch.int32) * (k + 1)
+    context_lens = torch.full((batch,), CONTEXT, device="cuda", dtype=torch.int32)
+    return (q, pool, tables, query_start, context_lens, k + 1, CONTEXT, LORA, DIM**-0.5)
+
+
+def separate_call(q, pool, tables, k):
+    """The same rows as one-row decode sequences: row i of a sequence sees CONTEXT - k + i positions."""
+    batch = tables.size(0)
+    rows = batch * (k + 1)
+    query_start = torch.arange(0, rows + 1, device="cuda", dtype=torch.int32)
+    context_lens = (CONTEXT - k + torch.arange(k + 1, device="cuda", dtype=torch.int32)).repeat(batch)
+    return (q, pool, tables.repeat_interleave(k + 1, dim=0), query_start, context_lens, 1, CONTEXT, LORA, DIM**-0.5)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
+    parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--batches", default="1,16,64,128")
+    parser.add_argument("--ks", default="0,1,2,3")
+    args = parser.parse_args()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    copy_bw = copy_bandwidth(args.reps)
+    results = []
+    for batch in [int(b) for b in args.batches.split(",")]:
+        pool, tables = kv_sets(batch, gen)
+        for k in [int(x) for x in args.ks.split(",")]:
+            q = torch.randn(batch * (k + 1), HEADS, DIM, device="cuda", dtype=torch.bfloat16, generator=gen)
+            fused = attention_us([verify_call(q, pool, t, k) for t in tables], args.reps)
+            separate = attention_us([separate_call(q, pool, t, k) for t in tables], args.reps)
+            kv_bytes = batch * CONTEXT * DIM * BF16
+            bandwidth = kv_bytes / (fused * 1e-6)
+            results.append(dict(batch=batch, k=k, fused_us=fused, separate_us=separate, speedup=separate / fused,
+                                speedup_target=0.9 * (k + 1) if k else None, kv_bytes=kv_bytes,
+                                bandwidth_gbs=bandwidth / 1e9, floor_fraction=bandwidth / copy_bw))
+        del pool, tables
+        torch.cuda.empty_cache()
+
+    print(f"device: {torch.cuda.get_device_name(0)}, copy bandwidth {copy_bw / 1e9:.0f} GB/s (read + write)")
+    print("| B | k | fused (us) | separate (us) | fused speedup | target | KV GB/s | % of copy BW |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        target = f">= {r['speedup_target']:.1f}" if r["speedup_target"] else "-"
+        print(f"| {r['batch']} | {r['k']} | {r['fused_us']:.1f} | {r['separate_us']:.1f} | {r['speedup']:.2f}x | "
+              f"{target} | {r['bandwidth_gbs']:.0f} | {100 * r['floor_fraction']:.0f}% |")
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "mla_attention.json")
+    with open(path, "w") as f:
+        json.dump(dict(device=torch.cuda.get_device_name(0), date=datetime.datetime.now(datetime.UTC).isoformat(),
+                       torch=torch.__version__, heads=HEADS, kv_lora=LORA, rope=ROPE, block_size=BLOCK,
+                       context=CONTEXT, dtype="bfloat16", copy_bandwidth_gbs=copy_bw / 1e9, results=results), f,
+                  indent=2)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Run on the lent GPU machine (device tool, carry .whl): builds mtpserve with its CUDA kernels against that
+# machine's torch (no build isolation, nothing downloaded), then runs the stages named in $STAGES
+# (default: all of them) and leaves everything in $OUT:
+#   test      the GPU test suite: every test marked `cuda` (kernels against their CPU references, parity
+#             with transformers on the GPU, greedy MTP vs no MTP, device sampling, serving from the GPU)
+#   sanitize  compute-sanitizer memcheck over the CUDA kernel tests
+#   bench     the attention and MoE kernel benchmarks (JSON + tables)
+#   rate      the bf16 divergence rate of greedy MTP vs k = 0 on the GPU (scripts/mtp_divergence.py)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/mtpserve-gpu}
+mkdir -p "$out"
+stages=${STAGES:-test sanitize bench rate}
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PATH=/usr/local/cuda/bin:$PATH CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site
+fi
+{
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
+  nvcc --version | tail -1; nvidia-smi -L; date -u
+} > "$out/environment.txt" 2>&1
+start=$(date +%s)
+if ! python3 -m pip install --no-build-isolation --no-deps -e . > /tmp/build.log 2>&1; then
+  tail -60 /tmp/build.log | tee "$out/build_tail.log"; exit 1
+fi
+echo "build seconds: $(( $(date +%s) - start ))" >> "$out/environment.txt"
+python3 -c "import mtpserve._C as c; print('cuda kernels:', c.has_cuda_kernels)" >> "$out/environment.txt" 2>&1
+cat "$out/environment.txt"
+status=0
+for stage in $stages; do
+  case $stage in
+    test)
+      timeout 400 python3 -m pytest -q -p no:cacheprovider -m cuda -rfE -s tests/ > "$out/pytest.log" 2>&1 || status=1
+      grep -E "passed|failed|error|diverged" "$out/pytest.log" | tail -25 ;;
+    sanitize)
+      timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -p no:cacheprovider -x \
+        tests/test_cuda_attention.py tests/test_cuda_norm_rope.py tests/test_cuda_moe.py tests/test_cuda_sampling.py \
+        -k "not long" > "$out/sanitizer.log" 2>&1 || status=1
+      tail -5 "$out/sanitizer.log" ;;
+    bench)
+      timeout 240 python3 scripts/bench_mla_attention.py --out "$out" 2>&1 | tail -30 || status=1
+      timeout 180 python3 scripts/bench_moe.py --out "$out" 2>&1 | tail -15 || status=1 ;;
+    rate)
+      timeout 240 python3 scripts/mtp_divergence.py --devices cuda:0 --dtype bfloat16 --out "$out" 2>&1 | tail -8 \
+        || status=1 ;;
+  esac
+done
+exit $status

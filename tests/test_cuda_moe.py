@@ -1,0 +1,147 @@
+"""The CUDA MoE kernels (marker cuda) against the CPU kernels of the same interface: noaux_tc routing on
+DeepSeek-V3's dims and the tiny model's with a random non-zero correction bias, and the routed experts
+in bf16 (grouped GEMMs), fp16 and fp32 (every expert), including skewed routing and 1 and 300 tokens."""
+import pytest
+import torch
+
+from mtpserve import _C
+
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here")]
+
+# (experts, n_group, topk_group, top_k)
+REAL = (256, 8, 4, 8)
+TINY = (16, 4, 2, 4)
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def by_expert(weights: torch.Tensor, experts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's (weights, experts) sorted by expert id: the CPU reference's topk is unsorted."""
+    order = experts.argsort(dim=1)
+    return weights.gather(1, order), experts.gather(1, order)
+
+
+@pytest.mark.parametrize("dims", [REAL, TINY], ids=["real", "tiny"])
+@pytest.mark.parametrize("tokens", [1, 7, 300])
+@pytest.mark.parametrize("norm_topk_prob", [True, False])
+def test_route_noaux_tc(dims, tokens, norm_topk_prob):
+    experts, n_group, topk_group, top_k = dims
+    logits = torch.randn(tokens, experts, generator=gen(tokens))
+    bias = 0.1 * torch.randn(experts, generator=gen(1))
+    args = (n_group, topk_group, top_k, norm_topk_prob, 2.5)
+    gpu_w, gpu_e = _C.route_noaux_tc(logits.cuda(), bias.cuda(), *args)
+    cpu_w, cpu_e = _C.route_noaux_tc(logits, bias, *args)
+    assert gpu_w.dtype == torch.float32 and gpu_e.dtype == torch.int64
+    gpu_w, gpu_e = by_expert(gpu_w.cpu(), gpu_e.cpu())
+    cpu_w, cpu_e = by_expert(cpu_w, cpu_e)
+    # Random fp32 scores have no ties within the few-ulp differences of exp: the same experts.
+    assert torch.equal(gpu_e, cpu_e)
+    # The sigmoid's exp and the order of the normalising sum may differ in the last fp32 bits.
+    torch.testing.assert_close(gpu_w, cpu_w, rtol=1e-5, atol=1e-7)
+
+
+def test_route_orders_by_biased_score():
+    logits = torch.randn(5, 256, generator=gen(2)).cuda()
+    bias = (0.1 * torch.randn(256, generator=gen(3))).cuda()
+    _, experts = _C.route_noaux_tc(logits, bias, 8, 4, 8, True, 2.5)
+    choice = logits.sigmoid() + bias
+    picked = choice.gather(1, experts)
+    assert (picked[:, :-1] >= picked[:, 1:]).all()
+
+
+def test_route_breaks_ties_to_the_lower_index():
+    # All-equal logits and bias: every group ties, and so does every expert; torch.topk's order wins.
+    logits = torch.zeros(2, 16).cuda()
+    weights, experts = _C.route_noaux_tc(logits, torch.zeros(16).cuda(), 4, 2, 4, True, 1.0)
+    assert experts.tolist() == [[0, 1, 2, 3]] * 2
+    torch.testing.assert_close(weights.cpu(), torch.full((2, 4), 0.25))
+
+
+def expert_weights(experts: int, hidden: int, inter: int, dtype: torch.dtype, seed: int):
+    gate_up = torch.randn(experts, 2 * inter, hidden, generator=gen(seed)) / hidden**0.5
+    down = torch.randn(experts, hidden, inter, generator=gen(seed + 1)) / inter**0.5
+    return gate_up.to(dtype), down.to(dtype)
+
+
+def random_routing(tokens: int, experts: int, top_k: int, seed: int):
+    chosen = torch.rand(tokens, experts, generator=gen(seed)).argsort(dim=1)[:, :top_k]
+    weights = torch.rand(tokens, top_k, generator=gen(seed + 1)) + 0.1
+    return weights, chosen
+
+
+def skewed_routing(tokens: int, experts: int, top_k: int, seed: int):
+    # Every token picks the same experts (expert 3 first): the others get no rows at all.
+    chosen = torch.tensor([3] + [e for e in range(experts) if e != 3][: top_k - 1]).repeat(tokens, 1)
+    weights = torch.rand(tokens, top_k, generator=gen(seed)) + 0.1
+    return weights, chosen
+
+
+def run_both(x, gate_up, down, weights, chosen, dtype):
+    gpu = _C.moe_experts(x.to(dtype).cuda(), gate_up.cuda(), down.cuda(), weights.cuda(), chosen.cuda())
+    # fp32 reference: the CPU kernel on upcast copies.
+    ref = _C.moe_experts(x.to(dtype).float(), gate_up.float(), down.float(), weights, chosen)
+    return gpu, ref
+
+
+# bf16/fp16 round the gate_up output, the activation, h and y to 8 (11) significant bits on the way,
+# each a relative 2^-9 (2^-12) at the output's scale, and cuBLAS may reduce fp16 in fp16; fp32 differs
+# only in the GEMMs' accumulation order (no TF32 on either side).
+MOE_TOL = {torch.bfloat16: 3e-2, torch.float16: 1e-2, torch.float32: 1e-4}
+
+SHAPES = [  # experts, hidden, inter, top_k
+    (16, 80, 24, 4),      # tiny model: grouped GEMMs take 80 and 24 (multiples of 8)
+    (16, 80, 20, 4),      # inter 20: not a 16-byte row, so bf16 computes every expert
+    (8, 7168, 64, 8),     # DeepSeek's hidden, few experts so the CPU reference stays quick
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("tokens", [1, 4, 300])
+@pytest.mark.parametrize("shape", SHAPES, ids=["tiny", "inter20", "hidden7168"])
+@pytest.mark.parametrize("routing", [random_routing, skewed_routing], ids=["random", "skewed"])
+def test_moe_experts(dtype, tokens, shape, routing):
+    experts, hidden, inter, top_k = shape
+    gate_up, down = expert_weights(experts, hidden, inter, dtype, seed=tokens)
+    x = torch.randn(tokens, hidden, generator=gen(5))
+    weights, chosen = routing(tokens, experts, top_k, seed=6)
+    gpu, ref = run_both(x, gate_up, down, weights, chosen, dtype)
+    assert gpu.dtype == dtype and gpu.shape == (tokens, hidden)
+    err = (gpu.cpu().float() - ref).abs().max().item()
+    assert err <= MOE_TOL[dtype] * ref.abs().max().item(), err
+
+
+def test_moe_experts_matches_the_cpu_kernel_in_bf16():
+    # Against the CPU kernel in the same dtype (its own bf16 roundings): within a few bf16 ulps.
+    gate_up, down = expert_weights(16, 80, 24, torch.bfloat16, seed=7)
+    x = torch.randn(300, 80, generator=gen(8)).bfloat16()
+    weights, chosen = random_routing(300, 16, 4, seed=9)
+    gpu = _C.moe_experts(x.cuda(), gate_up.cuda(), down.cuda(), weights.cuda(), chosen.cuda()).cpu().float()
+    cpu = _C.moe_experts(x, gate_up, down, weights, chosen).float()
+    assert (gpu - cpu).abs().max().item() <= 3e-2 * cpu.abs().max().item()
+
+
+def test_moe_experts_is_deterministic():
+    # Stable grouping and a k-ordered fp32 combine, no atomics: the same bits on every run.
+    gate_up, down = (t.cuda() for t in expert_weights(16, 80, 24, torch.bfloat16, seed=10))
+    x = torch.randn(300, 80, generator=gen(11)).bfloat16().cuda()
+    weights, chosen = (t.cuda() for t in random_routing(300, 16, 4, seed=12))
+    first = _C.moe_experts(x, gate_up, down, weights, chosen)
+    for _ in range(3):
+        assert torch.equal(_C.moe_experts(x, gate_up, down, weights, chosen), first)
+
+
+def test_routing_then_experts_end_to_end():
+    # The model's order: fp32 router logits, routing, experts; the routing's output feeds the experts.
+    experts, n_group, topk_group, top_k = TINY
+    gate_up, down = expert_weights(experts, 80, 24, torch.float32, seed=13)
+    x = torch.randn(37, 80, generator=gen(14))
+    gate = torch.randn(experts, 80, generator=gen(15)) / 80**0.5
+    bias = 0.1 * torch.randn(experts, generator=gen(16))
+    outs = []
+    for device in ("cuda", "cpu"):
+        w, e = _C.route_noaux_tc(torch.nn.functional.linear(x.to(device), gate.to(device)), bias.to(device),
+                                 n_group, topk_group, top_k, True, 2.5)
+        outs.append(_C.moe_experts(x.to(device), gate_up.to(device), down.to(device), w, e).cpu())
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-5)
