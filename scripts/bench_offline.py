@@ -48,6 +48,7 @@ def run(llm: LLM, batch: int, max_tokens: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default=None)
+    parser.add_argument("--devices", default="auto")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--ks", type=int, nargs="+", default=[0])
@@ -57,20 +58,22 @@ def main() -> None:
     args = parser.parse_args()
     results = []
     for k in args.ks:
-        llm = LLM(args.model, dtype=args.dtype, num_speculative_tokens=k, max_cache_blocks=512)
+        llm = LLM(args.model, devices=args.devices, dtype=args.dtype, num_speculative_tokens=k, max_cache_blocks=512)
         for batch in args.batch_sizes:
             r = {"k": k, **run(llm, batch, args.max_tokens)}
             results.append(r)
             print(json.dumps(r), flush=True)
         llm.shutdown()
-    info = {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+    device = llm.core.args.device
+    info = {"device": torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu",
+            "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "dtype": args.dtype, "max_tokens": args.max_tokens}
     print(markdown_table(results))
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"machine": info, "results": results}, f, indent=1)
     if args.plot:
-        plot(results, args.plot)
+        plot(results, args.plot, info["device"])
 
 
 def markdown_table(results: list[dict]) -> str:
@@ -89,7 +92,7 @@ def markdown_table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot(results: list[dict], path: str) -> None:
+def plot(results: list[dict], path: str, device: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -103,7 +106,7 @@ def plot(results: list[dict], path: str) -> None:
         ax.bar([j + i * width for j in range(len(batches))], values, width, label="no MTP" if k == 0 else f"MTP k={k}")
     ax.set_xticks([j + width * (len(ks) - 1) / 2 for j in range(len(batches))], [f"batch {b}" for b in batches])
     ax.set_ylabel("output tokens/s")
-    ax.set_title("mtpserve offline decode, embedded model, CPU")
+    ax.set_title(f"mtpserve offline decode, embedded model, {device}")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

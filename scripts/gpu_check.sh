@@ -7,11 +7,13 @@
 #   sanitize  compute-sanitizer memcheck over the CUDA kernel tests
 #   bench     the attention and MoE kernel benchmarks (JSON + tables)
 #   rate      the bf16 divergence rate of greedy MTP vs k = 0 on the GPU (scripts/mtp_divergence.py)
+#   offline   offline decode tokens/s with MTP k = 0..3 on the GPU (scripts/bench_offline.py), bf16
+#   profile   Nsight Compute on one fused verify attention launch (B = 64, k = 3, context 8192)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/mtpserve-gpu}
 mkdir -p "$out"
-stages=${STAGES:-test sanitize bench rate}
+stages=${STAGES:-test sanitize bench rate offline profile}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PATH=/usr/local/cuda/bin:$PATH CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
 if compgen -G ".whl/*.whl" > /dev/null; then
@@ -46,6 +48,15 @@ for stage in $stages; do
     rate)
       timeout 240 python3 scripts/mtp_divergence.py --devices cuda:0 --dtype bfloat16 --out "$out" 2>&1 | tail -8 \
         || status=1 ;;
+    offline)
+      timeout 240 python3 scripts/bench_offline.py --devices cuda:0 --dtype bfloat16 --ks 0 1 2 3 \
+        --batch-sizes 1 8 32 --out "$out/offline_gpu.json" --plot "$out/offline_gpu.png" 2>&1 | tail -14 || status=1 ;;
+    profile)
+      timeout 240 ncu --clock-control none --kernel-name regex:mla_attention_mma --launch-skip 3 --launch-count 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+        python3 scripts/bench_mla_attention.py --batches 64 --ks 3 --reps 3 --out /tmp/prof > "$out/ncu_attention.txt" 2>&1 \
+        || status=1
+      grep -E "Throughput|Duration|Occupancy|Bandwidth|Shared" "$out/ncu_attention.txt" | head -20 ;;
   esac
 done
 exit $status
