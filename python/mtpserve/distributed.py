@@ -43,6 +43,9 @@ def init_tensor_parallel(rank: int, world_size: int, master_addr: str, device: s
 
     host, port = parse_master_addr(master_addr)
     kind = device.split(":")[0]
+    if kind == "cuda":
+        raise ValueError(f"devices={device!r} with --nnodes {world_size}: tensor parallelism across GPUs is not "
+                         "supported yet (it runs on cpu); serve one GPU per process with --nnodes 1")
     if kind not in BACKENDS:
         raise ValueError(f"no collective backend for device {device!r}")
     dist.init_process_group(BACKENDS[kind], init_method=f"tcp://{host}:{store_port(port)}", rank=rank,
