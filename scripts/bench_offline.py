@@ -53,22 +53,32 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--ks", type=int, nargs="+", default=[0])
     parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--batch-invariant", choices=("off", "on", "both"), default="off",
+                        help="engine --batch_invariant; both: each k with the mode off and on, side by side")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--plot", default=None, help="write a tokens/s bar chart (PNG) here")
     args = parser.parse_args()
     results = []
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.batch_invariant]
     for k in args.ks:
-        llm = LLM(args.model, devices=args.devices, dtype=args.dtype, num_speculative_tokens=k, max_cache_blocks=512)
-        for batch in args.batch_sizes:
-            r = {"k": k, **run(llm, batch, args.max_tokens)}
-            results.append(r)
-            print(json.dumps(r), flush=True)
-        llm.shutdown()
+        for invariant in modes:
+            llm = LLM(args.model, devices=args.devices, dtype=args.dtype, num_speculative_tokens=k,
+                      max_cache_blocks=512, batch_invariant=invariant)
+            for batch in args.batch_sizes:
+                r = {"k": k, "batch_invariant": invariant, **run(llm, batch, args.max_tokens)}
+                results.append(r)
+                print(json.dumps(r), flush=True)
+            llm.shutdown()
     device = llm.core.args.device
     info = {"device": torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu",
             "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "dtype": args.dtype, "max_tokens": args.max_tokens}
-    print(markdown_table(results))
+    for invariant in modes:
+        if len(modes) > 1:
+            print(f"\nbatch_invariant={invariant}")
+        print(markdown_table([r for r in results if r["batch_invariant"] == invariant]))
+    if len(modes) > 1:
+        print("\n" + side_by_side(results))
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"machine": info, "results": results}, f, indent=1)
@@ -89,6 +99,16 @@ def markdown_table(results: list[dict]) -> str:
         lines.append(f"| {r['k']} | {r['batch']} | {r['tokens_per_s']:.0f} | {fmt(speedup, '.2f')} | "
                      f"{fmt(r['acceptance_rate'], '.3f')} | {fmt(r['mean_acceptance_length'], '.2f')} | "
                      f"{r['target_ms_per_step']:.2f} | {r['draft_ms_per_step']:.2f} | {ratio:.2f} |")
+    return "\n".join(lines)
+
+
+def side_by_side(results: list[dict]) -> str:
+    """Tokens/s with --batch_invariant off and on, measured in one run."""
+    by = {(r["k"], r["batch"], r["batch_invariant"]): r["tokens_per_s"] for r in results}
+    lines = ["| k | batch | tokens/s, mode off | tokens/s, batch-invariant | cost of the mode |", "|---|---|---|---|---|"]
+    for k, batch in sorted({(r["k"], r["batch"]) for r in results}):
+        off, on = by[k, batch, False], by[k, batch, True]
+        lines.append(f"| {k} | {batch} | {off:.0f} | {on:.0f} | {1 - on / off:+.0%} |")
     return "\n".join(lines)
 
 

@@ -28,13 +28,15 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
     p.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--batch-invariant", action="store_true", help="run the engine with --batch_invariant")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     args = p.parse_args()
     prompts = [f"Tell me about {TOPICS[i % len(TOPICS)]}, part {i}." for i in range(args.prompts)]
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens, ignore_eos=True)
     outputs = {}
     for k in [0, *args.ks]:
-        llm = LLM(devices=args.devices, dtype=args.dtype, num_speculative_tokens=k, max_cache_blocks=1024)
+        llm = LLM(devices=args.devices, dtype=args.dtype, num_speculative_tokens=k, max_cache_blocks=1024,
+                  batch_invariant=args.batch_invariant)
         for batch in args.batches:
             tokens = []
             for start in range(0, len(prompts), batch):
@@ -61,7 +63,8 @@ def main() -> None:
     for r in rows:
         print(f"| {r['k']} | {r['batch']} | {r.get('versus', 'k = 0')} | {r['diverged']} / {r['prompts']} | "
               f"{r['rate']:.3f} |")
-    out = Path(args.out) / f"mtp_divergence_{args.dtype}.json"
+    mode = "_batch_invariant" if args.batch_invariant else ""
+    out = Path(args.out) / f"mtp_divergence_{args.dtype}{mode}.json"
     out.write_text(json.dumps(dict(args=vars(args), rows=rows), indent=1))
 
 

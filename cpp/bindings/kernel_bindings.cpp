@@ -12,46 +12,48 @@ namespace mtpserve::bindings {
 
 namespace {
 
-const kernels::KernelOps& ops(const at::Tensor& t) { return kernels::ops_for(t.device()); }
+const kernels::KernelOps& ops(const at::Tensor& t, bool batch_invariant) {
+  return kernels::ops_for(t.device(), batch_invariant);
+}
 
-void bind_layer_kernels(py::module_& m) {
-  m.def("write_latent_cache", [](const at::Tensor& cache, const at::Tensor& rows, const at::Tensor& slot_mapping) {
-    ops(cache).write_latent_cache(cache, rows, slot_mapping);
+void bind_layer_kernels(py::module_& m, bool bi) {
+  m.def("write_latent_cache", [bi](const at::Tensor& cache, const at::Tensor& rows, const at::Tensor& slot_mapping) {
+    ops(cache, bi).write_latent_cache(cache, rows, slot_mapping);
   }, py::arg("cache"), py::arg("rows"), py::arg("slot_mapping"));
   m.def(
       "mla_attention",
-      [](const at::Tensor& q, const at::Tensor& cache, const at::Tensor& block_tables, const at::Tensor& query_start,
+      [bi](const at::Tensor& q, const at::Tensor& cache, const at::Tensor& block_tables, const at::Tensor& query_start,
          const at::Tensor& context_lens, int64_t max_query_len, int64_t max_context_len, int64_t kv_lora_rank,
          double scale) {
         kernels::AttentionMetadata meta{at::Tensor(), block_tables, query_start, context_lens, context_lens.size(0),
                                         max_query_len, max_context_len};
-        return ops(q).mla_attention(q, cache, meta, kv_lora_rank, scale);
+        return ops(q, bi).mla_attention(q, cache, meta, kv_lora_rank, scale);
       },
       py::arg("q"), py::arg("cache"), py::arg("block_tables"), py::arg("query_start"), py::arg("context_lens"),
       py::arg("max_query_len"), py::arg("max_context_len"), py::arg("kv_lora_rank"), py::arg("scale"),
       "Fused absorbed MLA over the paged latent cache: all query rows x heads of a sequence in one pass.");
-  m.def("rms_norm", [](const at::Tensor& x, const at::Tensor& w, double eps) { return ops(x).rms_norm(x, w, eps); },
+  m.def("rms_norm", [bi](const at::Tensor& x, const at::Tensor& w, double eps) { return ops(x, bi).rms_norm(x, w, eps); },
         py::arg("x"), py::arg("weight"), py::arg("eps"));
   m.def("add_rms_norm",
-        [](const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w, double eps) {
-          return ops(x).add_rms_norm(x, delta, w, eps);
+        [bi](const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w, double eps) {
+          return ops(x, bi).add_rms_norm(x, delta, w, eps);
         },
         py::arg("x"), py::arg("delta"), py::arg("weight"), py::arg("eps"));
   m.def("rotary",
-        [](const at::Tensor& x, const at::Tensor& positions, const at::Tensor& cos, const at::Tensor& sin) {
-          return ops(x).rotary(x, positions, cos, sin);
+        [bi](const at::Tensor& x, const at::Tensor& positions, const at::Tensor& cos, const at::Tensor& sin) {
+          return ops(x, bi).rotary(x, positions, cos, sin);
         },
         py::arg("x"), py::arg("positions"), py::arg("cos"), py::arg("sin"));
-  m.def("silu_and_mul", [](const at::Tensor& gate_up) { return ops(gate_up).silu_and_mul(gate_up); },
+  m.def("silu_and_mul", [bi](const at::Tensor& gate_up) { return ops(gate_up, bi).silu_and_mul(gate_up); },
         py::arg("gate_up"));
 }
 
-void bind_moe_kernels(py::module_& m) {
+void bind_moe_kernels(py::module_& m, bool bi) {
   m.def(
       "route_noaux_tc",
-      [](const at::Tensor& logits, const at::Tensor& bias, int64_t n_group, int64_t topk_group, int64_t top_k,
+      [bi](const at::Tensor& logits, const at::Tensor& bias, int64_t n_group, int64_t topk_group, int64_t top_k,
          bool norm_topk_prob, double routed_scaling_factor) {
-        auto r = ops(logits).route_noaux_tc(logits, bias,
+        auto r = ops(logits, bi).route_noaux_tc(logits, bias,
                                             {n_group, topk_group, top_k, norm_topk_prob, routed_scaling_factor});
         return std::make_pair(r.weights, r.experts);
       },
@@ -59,27 +61,27 @@ void bind_moe_kernels(py::module_& m) {
       py::arg("top_k"), py::arg("norm_topk_prob"), py::arg("routed_scaling_factor"));
   m.def(
       "moe_experts",
-      [](const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down, const at::Tensor& weights,
-         const at::Tensor& experts) { return ops(x).moe_experts(x, gate_up, down, {weights, experts}); },
+      [bi](const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down, const at::Tensor& weights,
+         const at::Tensor& experts) { return ops(x, bi).moe_experts(x, gate_up, down, {weights, experts}); },
       py::arg("x"), py::arg("gate_up"), py::arg("down"), py::arg("weights"), py::arg("experts"));
 }
 
-void bind_sampling_kernels(py::module_& m) {
+void bind_sampling_kernels(py::module_& m, bool bi) {
   m.def(
       "sampling_probs",
-      [](const at::Tensor& logits, const at::Tensor& temperature, const at::Tensor& top_k, const at::Tensor& top_p,
+      [bi](const at::Tensor& logits, const at::Tensor& temperature, const at::Tensor& top_k, const at::Tensor& top_p,
          const at::Tensor& min_p, const at::Tensor& presence, const at::Tensor& frequency,
          const at::Tensor& penalty_tokens, const at::Tensor& penalty_rows) {
-        return ops(logits).sampling_probs(
+        return ops(logits, bi).sampling_probs(
             logits, {temperature, top_k, top_p, min_p, presence, frequency, penalty_tokens, penalty_rows});
       },
       py::arg("logits"), py::arg("temperature"), py::arg("top_k"), py::arg("top_p"), py::arg("min_p"),
       py::arg("presence_penalty"), py::arg("frequency_penalty"), py::arg("penalty_tokens"), py::arg("penalty_rows"));
   m.def(
       "sample_and_verify",
-      [](const at::Tensor& probs, const at::Tensor& first_row, const at::Tensor& num_drafts, const at::Tensor& drafts,
+      [bi](const at::Tensor& probs, const at::Tensor& first_row, const at::Tensor& num_drafts, const at::Tensor& drafts,
          const at::Tensor& seed, const at::Tensor& first_draw, const at::Tensor& greedy, int64_t max_drafts) {
-        auto out = ops(probs).sample_and_verify(probs, {first_row, num_drafts, drafts, seed, first_draw, greedy},
+        auto out = ops(probs, bi).sample_and_verify(probs, {first_row, num_drafts, drafts, seed, first_draw, greedy},
                                                 max_drafts);
         return std::make_pair(out.tokens, out.accepted);
       },
@@ -88,12 +90,27 @@ void bind_sampling_kernels(py::module_& m) {
       "Speculative verification (and plain sampling, num_drafts 0) of every sequence of a step.");
 }
 
+void bind_gemm_kernels(py::module_& m, bool bi) {
+  m.def("linear", [bi](const at::Tensor& x, const at::Tensor& w) { return ops(x, bi).linear(x, w); }, py::arg("x"),
+        py::arg("weight"), "x [..., K] times weight [N, K] transposed.");
+  m.def("head_matmul", [bi](const at::Tensor& x, const at::Tensor& w) { return ops(x, bi).head_matmul(x, w); },
+        py::arg("x"), py::arg("weight"), "Per-head matmul: x [tokens, heads, K] times weight [heads, K, N].");
+}
+
+void bind_all(py::module_& m, bool bi) {
+  bind_layer_kernels(m, bi);
+  bind_moe_kernels(m, bi);
+  bind_sampling_kernels(m, bi);
+  bind_gemm_kernels(m, bi);
+}
+
 }  // namespace
 
 void bind_kernels(py::module_& m) {
-  bind_layer_kernels(m);
-  bind_moe_kernels(m);
-  bind_sampling_kernels(m);
+  bind_all(m, false);
+  auto invariant =
+      m.def_submodule("batch_invariant", "The same kernels from the batch-invariant tables (--batch_invariant).");
+  bind_all(invariant, true);
 }
 
 }  // namespace mtpserve::bindings

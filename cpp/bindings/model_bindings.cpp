@@ -52,7 +52,7 @@ void bind_config(py::module_& m) {
       MTPSERVE_FIELD(first_k_dense_replace) MTPSERVE_FIELD(moe_layer_freq) MTPSERVE_FIELD(n_group)
       MTPSERVE_FIELD(topk_group) MTPSERVE_FIELD(norm_topk_prob) MTPSERVE_FIELD(routed_scaling_factor)
       MTPSERVE_FIELD(rms_norm_eps) MTPSERVE_FIELD(rope_theta) MTPSERVE_FIELD(rope_scaling)
-      MTPSERVE_FIELD(max_position_embeddings) MTPSERVE_FIELD(tie_word_embeddings)
+      MTPSERVE_FIELD(max_position_embeddings) MTPSERVE_FIELD(tie_word_embeddings) MTPSERVE_FIELD(batch_invariant)
 #undef MTPSERVE_FIELD
       .def_property_readonly("cache_dim", &ModelConfig::cache_dim);
 }

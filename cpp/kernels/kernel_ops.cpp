@@ -5,13 +5,33 @@
 
 namespace mtpserve::kernels {
 
-const KernelOps& ops_for(const at::Device& device) {
+namespace {
+
+// A device's table with the entries it leaves unset filled by the generic torch versions.
+KernelOps with_generic(KernelOps table) {
+  if (table.linear == nullptr) table.linear = torch_linear;
+  if (table.head_matmul == nullptr) table.head_matmul = torch_head_matmul;
+  return table;
+}
+
+}  // namespace
+
+const KernelOps& ops_for(const at::Device& device, bool batch_invariant) {
   switch (device.type()) {
-    case at::DeviceType::CPU:
-      return cpu::ops();
+    case at::DeviceType::CPU: {
+      static const KernelOps fast = with_generic(cpu::ops());
+      static const KernelOps invariant = with_generic(cpu::batch_invariant_ops());
+      return batch_invariant ? invariant : fast;
+    }
 #ifdef MTPSERVE_WITH_CUDA
-    case at::DeviceType::CUDA:
-      return cuda::ops();
+    case at::DeviceType::CUDA: {
+      if (batch_invariant) {
+        throw std::invalid_argument("--batch_invariant: no batch-invariant kernels for device " + device.str() +
+                                    " yet (the CPU has them)");
+      }
+      static const KernelOps fast = with_generic(cuda::ops());
+      return fast;
+    }
 #endif
     default:
       throw std::invalid_argument("no mtpserve kernels for device " + device.str() +

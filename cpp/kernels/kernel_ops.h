@@ -2,9 +2,14 @@
 // The device seam: one table of kernel entry points per device. Layers look their table up once,
 // when they are built, from the device their weights live on; nothing on the step path asks which
 // device it runs on again.
+// Two tables per device may exist: the default (fastest) kernels, and the batch-invariant ones
+// (--batch_invariant), under which every op gives each token row bit-identical results whatever
+// the other rows of the step: how many there are, how many query rows its sequence has (decode vs
+// MTP verify vs prefill chunk), its position and the padding. The model is built with one of them.
 #include <c10/core/Device.h>
 
 #include "kernels/attention.h"
+#include "kernels/linear.h"
 #include "kernels/moe.h"
 #include "kernels/norm_rope.h"
 #include "kernels/sampling.h"
@@ -22,13 +27,19 @@ struct KernelOps {
   MoeExpertsFn moe_experts;
   SamplingProbsFn sampling_probs;
   SampleAndVerifyFn sample_and_verify;
+  // Unset (nullptr) in a device's table: ops_for() gives the generic torch versions.
+  LinearFn linear = nullptr;
+  HeadMatmulFn head_matmul = nullptr;
 };
 
-// The kernels for `device`; throws std::invalid_argument naming the device when this build has none.
-const KernelOps& ops_for(const at::Device& device);
+// The kernels for `device` (its batch-invariant table with `batch_invariant`); throws
+// std::invalid_argument naming the device when this build has none.
+const KernelOps& ops_for(const at::Device& device, bool batch_invariant = false);
 
 namespace cpu {
 const KernelOps& ops();
+// Row-invariant kernels (kernels/cpu/batch_invariant_cpu.h).
+const KernelOps& batch_invariant_ops();
 }  // namespace cpu
 
 #ifdef MTPSERVE_WITH_CUDA

@@ -6,15 +6,16 @@ namespace mtpserve {
 
 DecoderLayer::DecoderLayer(const ModelConfig& c, const Weights& w, int64_t layer, const TensorParallel& tp)
     : tp_(tp),
-      input_norm_(w.get(layer_prefix(layer) + "input_layernorm.weight", {c.hidden_size}), c.rms_norm_eps),
+      input_norm_(w.get(layer_prefix(layer) + "input_layernorm.weight", {c.hidden_size}), c.rms_norm_eps,
+                  c.batch_invariant),
       post_attention_norm_(w.get(layer_prefix(layer) + "post_attention_layernorm.weight", {c.hidden_size}),
-                           c.rms_norm_eps),
+                           c.rms_norm_eps, c.batch_invariant),
       attention_(c, w, layer_prefix(layer) + "self_attn.", tp) {
   const std::string p = layer_prefix(layer) + "mlp.";
   if (c.is_moe_layer(layer)) {
     moe_.emplace(c, w, p, tp);
   } else {
-    mlp_.emplace(w, p, c.hidden_size, c.intermediate_size, tp);
+    mlp_.emplace(w, p, c.hidden_size, c.intermediate_size, c.batch_invariant, tp);
   }
 }
 

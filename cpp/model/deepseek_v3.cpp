@@ -13,7 +13,8 @@ DeepSeekV3::DeepSeekV3(const ModelConfig& c, const Weights& w, const TensorParal
       embed_(w.get("model.embed_tokens.weight", {c.vocab_size, c.hidden_size})),
       lm_head_(w.get_shard(c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight",
                            {c.vocab_size, c.hidden_size}, 0, tp.rank(), tp.size())),
-      norm_(w.get("model.norm.weight", {c.hidden_size}), c.rms_norm_eps) {
+      norm_(w.get("model.norm.weight", {c.hidden_size}), c.rms_norm_eps, c.batch_invariant),
+      ops_(&kernels::ops_for(embed_.device(), c.batch_invariant)) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers_.emplace_back(c, w, i, tp);
   rope_.to(embed_.device());
 }
@@ -30,7 +31,7 @@ at::Tensor DeepSeekV3::forward(const at::Tensor& token_ids, const at::Tensor& po
 }
 
 at::Tensor DeepSeekV3::logits(const at::Tensor& hidden) const {
-  return tp_.all_gather_last_dim(at::linear(hidden, lm_head_));
+  return tp_.all_gather_last_dim(ops_->linear(hidden, lm_head_));
 }
 
 }  // namespace mtpserve

@@ -33,6 +33,7 @@ class DeepSeekV3 {
   at::Tensor embed_, lm_head_;
   std::vector<DecoderLayer> layers_;
   RMSNorm norm_;
+  const kernels::KernelOps* ops_;
 };
 
 }  // namespace mtpserve

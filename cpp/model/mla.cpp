@@ -13,12 +13,12 @@ MultiHeadLatentAttention::MultiHeadLatentAttention(const ModelConfig& c, const W
       rope_dim_(c.qk_rope_head_dim),
       v_dim_(c.v_head_dim),
       kv_lora_rank_(c.kv_lora_rank),
-      kv_a_layernorm_(w.get(p + "kv_a_layernorm.weight", {c.kv_lora_rank}), c.rms_norm_eps) {
+      kv_a_layernorm_(w.get(p + "kv_a_layernorm.weight", {c.kv_lora_rank}), c.rms_norm_eps, c.batch_invariant) {
   const int64_t h = c.hidden_size, qk = c.qk_head_dim(), all_heads = c.num_attention_heads;
   const int64_t rank = tp.rank(), size = tp.size();
   if (c.q_lora_rank > 0) {
     q_a_proj_ = w.get(p + "q_a_proj.weight", {c.q_lora_rank, h});
-    q_a_layernorm_.emplace(w.get(p + "q_a_layernorm.weight", {c.q_lora_rank}), c.rms_norm_eps);
+    q_a_layernorm_.emplace(w.get(p + "q_a_layernorm.weight", {c.q_lora_rank}), c.rms_norm_eps, c.batch_invariant);
     q_b_proj_ = w.get_shard(p + "q_b_proj.weight", {all_heads * qk, c.q_lora_rank}, 0, rank, size);
   } else {
     q_proj_ = w.get_shard(p + "q_proj.weight", {all_heads * qk, h}, 0, rank, size);
@@ -29,12 +29,13 @@ MultiHeadLatentAttention::MultiHeadLatentAttention(const ModelConfig& c, const W
   auto kv_b = kv_b_proj.view({heads_, nope_dim_ + v_dim_, kv_lora_rank_});
   w_uk_ = kv_b.narrow(1, 0, nope_dim_).contiguous();
   w_uv_t_ = kv_b.narrow(1, nope_dim_, v_dim_).transpose(1, 2).contiguous();
-  ops_ = &kernels::ops_for(o_proj_.device());
+  ops_ = &kernels::ops_for(o_proj_.device(), c.batch_invariant);
   scale_ = std::pow(static_cast<double>(qk), -0.5) * RotaryEmbedding(c).softmax_scale_factor();
 }
 
 at::Tensor MultiHeadLatentAttention::project_queries(const at::Tensor& x) const {
-  auto q = q_proj_ ? at::linear(x, *q_proj_) : at::linear((*q_a_layernorm_)(at::linear(x, *q_a_proj_)), *q_b_proj_);
+  auto q = q_proj_ ? ops_->linear(x, *q_proj_)
+                   : ops_->linear((*q_a_layernorm_)(ops_->linear(x, *q_a_proj_)), *q_b_proj_);
   return q.view({x.size(0), heads_, nope_dim_ + rope_dim_});
 }
 
@@ -43,15 +44,15 @@ at::Tensor MultiHeadLatentAttention::operator()(const at::Tensor& x, const at::T
                                                 const kernels::AttentionMetadata& meta) const {
   const int64_t tokens = x.size(0);
   auto q = project_queries(x);
-  auto kv = at::linear(x, kv_a_proj_);
+  auto kv = ops_->linear(x, kv_a_proj_);
   auto latent = at::cat({kv_a_layernorm_(kv.narrow(1, 0, kv_lora_rank_)), rope(kv.narrow(1, kv_lora_rank_, rope_dim_), positions)}, -1);
   ops_->write_latent_cache(cache, latent, meta.slot_mapping);
 
-  auto q_latent = at::bmm(q.narrow(2, 0, nope_dim_).transpose(0, 1), w_uk_).transpose(0, 1);   // [t, h, lora]
+  auto q_latent = ops_->head_matmul(q.narrow(2, 0, nope_dim_), w_uk_);  // [t, h, lora]
   auto q_absorbed = at::cat({q_latent, rope(q.narrow(2, nope_dim_, rope_dim_), positions)}, -1);
   auto o_latent = ops_->mla_attention(q_absorbed, cache, meta, kv_lora_rank_, scale_);
-  auto out = at::bmm(o_latent.transpose(0, 1), w_uv_t_).transpose(0, 1);                      // [t, h, v]
-  return at::linear(out.reshape({tokens, heads_ * v_dim_}), o_proj_);
+  auto out = ops_->head_matmul(o_latent, w_uv_t_);                       // [t, h, v]
+  return ops_->linear(out.reshape({tokens, heads_ * v_dim_}), o_proj_);
 }
 
 }  // namespace mtpserve

@@ -13,7 +13,7 @@ namespace mtpserve {
 
 class DenseMLP {
  public:
-  DenseMLP(const Weights& weights, const std::string& prefix, int64_t hidden, int64_t inter,
+  DenseMLP(const Weights& weights, const std::string& prefix, int64_t hidden, int64_t inter, bool batch_invariant,
            const TensorParallel& tp = {});
   at::Tensor operator()(const at::Tensor& x) const;
 

@@ -43,6 +43,8 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   int64_t max_position_embeddings = 4096;
   bool tie_word_embeddings = false;
+  // Not from config.json: build the layers on the batch-invariant kernels (--batch_invariant).
+  bool batch_invariant = false;
 
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   // One latent-cache row: the compressed KV followed by the shared rotary key.

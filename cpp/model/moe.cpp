@@ -20,12 +20,12 @@ MoE::MoE(const ModelConfig& c, const Weights& w, const std::string& p, const Ten
   }
   gate_up_ = at::stack(gate_up);
   down_ = at::stack(down);
-  ops_ = &kernels::ops_for(down_.device());
-  if (c.n_shared_experts > 0) shared_.emplace(w, p + "shared_experts.", h, inter * c.n_shared_experts, tp);
+  ops_ = &kernels::ops_for(down_.device(), c.batch_invariant);
+  if (c.n_shared_experts > 0) shared_.emplace(w, p + "shared_experts.", h, inter * c.n_shared_experts, c.batch_invariant, tp);
 }
 
 at::Tensor MoE::operator()(const at::Tensor& x) const {
-  auto routing = ops_->route_noaux_tc(at::linear(x.to(at::kFloat), gate_), correction_bias_, routing_);
+  auto routing = ops_->route_noaux_tc(ops_->linear(x.to(at::kFloat), gate_), correction_bias_, routing_);
   auto out = ops_->moe_experts(x, gate_up_, down_, routing);
   return shared_ ? out + (*shared_)(x) : out;
 }

@@ -19,17 +19,18 @@ MtpLayer::MtpLayer(const ModelConfig& c, const Weights& w, int64_t layer, const 
                               tp.rank(), tp.size())
                 : target_head),
       eh_proj_(w.get(layer_prefix(layer) + "eh_proj.weight", {c.hidden_size, 2 * c.hidden_size})),
-      enorm_(w.get(layer_prefix(layer) + "enorm.weight", {c.hidden_size}), c.rms_norm_eps),
-      hnorm_(w.get(layer_prefix(layer) + "hnorm.weight", {c.hidden_size}), c.rms_norm_eps),
+      enorm_(w.get(layer_prefix(layer) + "enorm.weight", {c.hidden_size}), c.rms_norm_eps, c.batch_invariant),
+      hnorm_(w.get(layer_prefix(layer) + "hnorm.weight", {c.hidden_size}), c.rms_norm_eps, c.batch_invariant),
       head_norm_(w.get(layer_prefix(layer) + "shared_head.norm.weight", {c.hidden_size}),
-                 c.rms_norm_eps),
-      block_(c, w, layer, tp) {}
+                 c.rms_norm_eps, c.batch_invariant),
+      block_(c, w, layer, tp),
+      ops_(&kernels::ops_for(eh_proj_.device(), c.batch_invariant)) {}
 
 at::Tensor MtpLayer::forward(const at::Tensor& token_ids, const at::Tensor& previous_hidden,
                              const at::Tensor& positions, const RotaryEmbedding& rope, const at::Tensor& cache,
                              const kernels::AttentionMetadata& meta) const {
   auto joined = at::cat({enorm_(at::embedding(embed_, token_ids)), hnorm_(previous_hidden)}, -1);
-  return head_norm_(block_(at::linear(joined, eh_proj_), positions, rope, cache, meta));
+  return head_norm_(block_(ops_->linear(joined, eh_proj_), positions, rope, cache, meta));
 }
 
 }  // namespace mtpserve

@@ -21,13 +21,14 @@ class MtpLayer {
                      const RotaryEmbedding& rope, const at::Tensor& cache,
                      const kernels::AttentionMetadata& meta) const;
   // Full-vocabulary logits on every rank.
-  at::Tensor logits(const at::Tensor& hidden) const { return tp_.all_gather_last_dim(at::linear(hidden, head_)); }
+  at::Tensor logits(const at::Tensor& hidden) const { return tp_.all_gather_last_dim(ops_->linear(hidden, head_)); }
 
  private:
   TensorParallel tp_;
   at::Tensor embed_, head_, eh_proj_;
   RMSNorm enorm_, hnorm_, head_norm_;
   DecoderLayer block_;
+  const kernels::KernelOps* ops_;
 };
 
 }  // namespace mtpserve

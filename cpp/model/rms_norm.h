@@ -9,8 +9,8 @@ namespace mtpserve {
 
 class RMSNorm {
  public:
-  RMSNorm(at::Tensor weight, double eps)
-      : weight_(std::move(weight)), eps_(eps), ops_(&kernels::ops_for(weight_.device())) {}
+  RMSNorm(at::Tensor weight, double eps, bool batch_invariant)
+      : weight_(std::move(weight)), eps_(eps), ops_(&kernels::ops_for(weight_.device(), batch_invariant)) {}
   // Normalised in fp32 and cast back before the weight, as DeepSeek's reference does.
   at::Tensor operator()(const at::Tensor& x) const { return ops_->rms_norm(x, weight_, eps_); }
   // (x + delta, its norm): the residual add fused into the norm that follows it.

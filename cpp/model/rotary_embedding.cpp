@@ -35,7 +35,8 @@ at::Tensor yarn_inv_freq(const at::Tensor& base_freqs, const RopeScaling& s, int
 
 }  // namespace
 
-RotaryEmbedding::RotaryEmbedding(const ModelConfig& config) {
+RotaryEmbedding::RotaryEmbedding(const ModelConfig& config)
+    : batch_invariant_(config.batch_invariant), ops_(&kernels::ops_for(at::Device(at::kCPU), config.batch_invariant)) {
   const int64_t dim = config.qk_rope_head_dim;
   auto base_freqs = at::pow(config.rope_theta, at::arange(0, dim, 2, at::kFloat) / dim);
   at::Tensor inv_freq = 1.0 / base_freqs;
@@ -56,7 +57,7 @@ RotaryEmbedding::RotaryEmbedding(const ModelConfig& config) {
 void RotaryEmbedding::to(const at::Device& device) {
   cos_ = cos_.to(device);
   sin_ = sin_.to(device);
-  ops_ = &kernels::ops_for(device);
+  ops_ = &kernels::ops_for(device, batch_invariant_);
 }
 
 at::Tensor RotaryEmbedding::operator()(const at::Tensor& x, const at::Tensor& positions) const {

@@ -24,7 +24,8 @@ class RotaryEmbedding {
   at::Tensor cos_;  // [max_positions, rope_dim / 2] float32
   at::Tensor sin_;
   double softmax_scale_factor_ = 1.0;
-  const kernels::KernelOps* ops_ = &kernels::cpu::ops();
+  bool batch_invariant_ = false;
+  const kernels::KernelOps* ops_ = nullptr;
 };
 
 }  // namespace mtpserve

@@ -26,6 +26,11 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                        ("max_model_len", int), ("draft_model", str), ("draft_devices", str),
                        ("num_speculative_tokens", int), ("seed", int)):
         parser.add_argument(f"--{name}", type=kind, default=defaults[name].default)
+    parser.add_argument("--batch_invariant", type=parse_bool, nargs="?", const=True,
+                        default=defaults["batch_invariant"].default,
+                        help="batch-invariant kernels: each token's result is bit-identical whatever else runs in "
+                             "its step, so greedy MTP output equals no-MTP output and a seeded request repeats "
+                             "under any load, in bf16 too (CPU only; costs throughput, see docs/benchmarks.md)")
 
 
 def engine_args(ns: argparse.Namespace) -> EngineArgs:

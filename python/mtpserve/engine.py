@@ -42,7 +42,8 @@ def _load(args: EngineArgs, tp: _C.TensorParallel | None,
     """The model (this rank's shards), max_model_len and the KV-block count."""
     speculative = args.num_speculative_tokens > 0
     own_mtp = speculative and args.draft_model is None
-    model = load_model(args.model_path, args.dtype, args.device, with_mtp=own_mtp, tp=tp)
+    model = load_model(args.model_path, args.dtype, args.device, with_mtp=own_mtp, tp=tp,
+                       batch_invariant=args.batch_invariant)
     if speculative and not own_mtp:
         load_draft(args.draft_model, model)
     if speculative and not model.mtp_layers:

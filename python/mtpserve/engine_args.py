@@ -27,6 +27,9 @@ class EngineArgs:
     draft_devices: str | None = None
     num_speculative_tokens: int = 0
     seed: int = 0
+    # Batch-invariant kernels: each token's result is bit-identical whatever else is in the step
+    # (greedy MTP == no MTP, a seeded request == itself under any load, in every dtype); CPU only.
+    batch_invariant: bool = False
     device: str = field(init=False, repr=False)  # the torch device this rank runs on
 
     def __post_init__(self):
@@ -43,6 +46,8 @@ class EngineArgs:
             raise ValueError(f"max_model_len must be > 1, got {self.max_model_len!r}")
         if not isinstance(self.num_speculative_tokens, int) or self.num_speculative_tokens < 0:
             raise ValueError(f"num_speculative_tokens must be an integer >= 0, got {self.num_speculative_tokens!r}")
+        if not isinstance(self.batch_invariant, bool):
+            raise ValueError(f"batch_invariant must be true or false, got {self.batch_invariant!r}")
         self.device = resolve_device(self.devices)
         if self.draft_devices is not None and self.draft_devices.strip() not in (self.devices.strip(), self.device):
             raise ValueError(f"draft_devices={self.draft_devices!r} must equal devices={self.devices!r}: the MTP "

@@ -44,10 +44,13 @@ def resolve_dtype(dtype: str | torch.dtype, config: ModelConfig) -> torch.dtype:
 
 
 def load_model(model_dir: str | Path, dtype: str | torch.dtype = "auto", device: str = "cpu",
-               with_mtp: bool = True, tp: _C.TensorParallel | None = None) -> LoadedModel:
+               with_mtp: bool = True, tp: _C.TensorParallel | None = None,
+               batch_invariant: bool = False) -> LoadedModel:
     """With a tensor-parallel `tp`, every rank reads the full tensors and the C++ model keeps its
-    shards (MLA heads, MLP/expert intermediate dims, lm_head vocab rows)."""
+    shards (MLA heads, MLP/expert intermediate dims, lm_head vocab rows). With `batch_invariant`
+    the layers (and a draft loaded later) run on the batch-invariant kernels."""
     config = load_config(model_dir)
+    config.cpp.batch_invariant = batch_invariant
     torch_dtype = resolve_dtype(dtype, config)
     num_layers = config.num_hidden_layers
     wanted = num_layers + (config.num_nextn_predict_layers if with_mtp else 0)
