@@ -36,14 +36,14 @@ _STOP_GRACE_S = 3.0
 class MasterRank:
     """Rank 0's side: the Control service, this rank's agent, the c10d group, the EngineCore."""
 
-    def __init__(self, args: EngineArgs, nnodes: int, master_node_addr: str):
+    def __init__(self, args: EngineArgs, nnodes: int, master_node_addr: str, cluster_token: str | None = None):
         from mtpserve import distributed
         from mtpserve.control import ControlMaster, RankAgent
         from mtpserve.engine import EngineCore
 
         host, port = distributed.parse_master_addr(master_node_addr)
-        self.master = ControlMaster(nnodes).start(host, port)
-        self.agent = RankAgent(master_node_addr, 0, nnodes)
+        self.master = ControlMaster(nnodes, token=cluster_token).start(host, port)
+        self.agent = RankAgent(master_node_addr, 0, nnodes, token=cluster_token)
         try:
             logger.info("rank 0: waiting for %d ranks to register at %s", nnodes, master_node_addr)
             self.agent.register()
@@ -73,7 +73,7 @@ class MasterRank:
 
 
 def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: str,
-               log_level: str = "info") -> NoReturn:
+               log_level: str = "info", cluster_token: str | None = None) -> NoReturn:
     """Ranks 1..N-1: runs until the group stops, then ends the process (exit code 0 after an
     orderly shutdown by rank 0 or a stop request, 1 when the group failed)."""
     from mtpserve import distributed
@@ -82,7 +82,7 @@ def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: 
 
     logging.basicConfig(level=log_level.upper() if log_level != "trace" else "DEBUG",
                         format=f"%(asctime)s %(levelname)s rank{node_rank} %(name)s: %(message)s")
-    agent = RankAgent(master_node_addr, node_rank, nnodes)
+    agent = RankAgent(master_node_addr, node_rank, nnodes, token=cluster_token)
     logger.info("rank %d: registering with %s", node_rank, master_node_addr)
     agent.register()
     core = None

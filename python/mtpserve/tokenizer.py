@@ -144,6 +144,22 @@ class Tokenizer:
         return self._tok.get_vocab_size(with_added_tokens=True)
 
     @property
+    def max_chars_per_token(self) -> int | None:
+        """An upper bound on the characters of text one token can stand for, or None when the
+        tokenizer gives none (a normalizer may drop characters; WordPiece's [UNK] covers a word).
+        With it, a text longer than max_model_len * bound cannot fit, untokenized."""
+        if getattr(self, "_max_chars", 0) == 0:
+            bound = None
+            model = type(self._tok.model).__name__
+            if self._tok.normalizer is None and model == "BPE" and not getattr(self._tok.model, "fuse_unk", False):
+                # Byte-level vocabularies write one character per byte, others one per character,
+                # so a token's vocabulary string is at least as long as the text it covers (fused
+                # unknown characters would break that).
+                bound = max((len(t) for t in self._tok.get_vocab(with_added_tokens=True)), default=1)
+            self._max_chars = bound
+        return self._max_chars
+
+    @property
     def all_special_ids(self) -> list[int]:
         return sorted(i for i, t in self._tok.get_added_tokens_decoder().items() if t.special)
 
