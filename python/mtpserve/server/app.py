@@ -54,6 +54,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
 
     def require_healthy() -> None:
         if engine.draining:
+            engine.count_rejected("draining")
             raise APIError(503, "the server is shutting down and takes no new requests", code="service_unavailable")
         ok, reason = check_health()
         if not ok:

@@ -172,7 +172,8 @@ class AsyncEngine:
         self.tokenizer = core.tokenizer
         self.max_model_len: int = core.max_model_len
         model_config = getattr(getattr(core, "model", None), "config", None)
-        self.vocab_size: int | None = getattr(model_config, "vocab_size", None)
+        self.vocab_size: int | None = getattr(model_config, "vocab_size", None) or getattr(self.tokenizer, "vocab_size",
+                                                                                        None)
         args = getattr(core, "args", None)
         num_blocks, block_size = getattr(core, "num_blocks", None), getattr(args, "block_size", None)
         self.num_speculative_tokens: int = getattr(args, "num_speculative_tokens", 0) or 0
@@ -294,10 +295,14 @@ class AsyncEngine:
             message = (f"the server is overloaded: {self._queued_tokens} prompt tokens are already waiting "
                        f"(--max_queued_tokens {self.max_queued_tokens}); retry later")
         if reason is not None:
-            self.rejected[reason] = self.rejected.get(reason, 0) + 1
+            self.count_rejected(reason)
             raise Overloaded(message, reason)
         self._queued[request_id] = num_tokens
         self._queued_tokens += num_tokens
+
+    def count_rejected(self, reason: str) -> None:
+        with self._lock:
+            self.rejected[reason] = self.rejected.get(reason, 0) + 1
 
     def _dequeue(self, request_id: str) -> None:
         """Called with the lock held: the request got its first output, or ended."""
@@ -320,8 +325,7 @@ class AsyncEngine:
         if not self.healthy:
             raise RuntimeError(self.error or "the engine is not running")
         if self.draining:
-            with self._lock:
-                self.rejected["draining"] = self.rejected.get("draining", 0) + 1
+            self.count_rejected("draining")
             raise Draining("the server is shutting down and takes no new requests")
         loop = asyncio.get_running_loop()
         request_id = request_id or uuid.uuid4().hex
