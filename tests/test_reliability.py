@@ -299,3 +299,68 @@ def test_grpc_admission_control_and_bad_token_ids(stuck):
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "100000" in e.value.details()
         first.cancel()
         s.fake.wait_for(lambda: len(s.fake.aborted) == 1)
+
+
+# ---- start-up: bad configs, ports in use ------------------------------------------------------------
+
+def _copy_model(src, dst):
+    import shutil
+    shutil.copytree(src, dst)
+    return dst
+
+
+@pytest.mark.parametrize("name, change, message", [
+    ("config.json", lambda raw: [raw], "expected a JSON object, got a JSON list"),
+    ("config.json", lambda raw: {**raw, "rope_scaling": [1, 2]}, "rope_scaling must be a JSON object or null"),
+    ("tokenizer.json", None, "is not a valid tokenizer file"),
+    ("tokenizer_config.json", lambda raw: [raw], "expected a JSON object"),
+])
+def test_bad_configs_exit_with_one_line(tiny_model_dir, tmp_path, name, change, message):
+    model = _copy_model(tiny_model_dir, tmp_path / "model")
+    path = model / name
+    if change is None:
+        path.write_text(path.read_text()[: len(path.read_text()) // 2])  # truncated
+    else:
+        path.write_text(json.dumps(change(json.loads(path.read_text()))))
+    proc = start_serve("--model", str(model), "--port=0", "--log_level=warning", "--dtype=float32")
+    try:
+        out, _ = proc.communicate(timeout=120)  # a config that loads would serve: bounded here
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = [line for line in out.splitlines() if line.strip() and not line.startswith("Loading model")]
+    assert proc.returncode == 2 and len(lines) == 1, out
+    assert lines[0].startswith("mtpserve: error:") and message in lines[0], out
+
+
+def test_port_in_use_is_found_before_the_model_loads(tmp_path, tiny_model_dir, capsys):
+    from mtpserve.cli import main as cli_main
+
+    # A model that would fail to load (config.json only): the port must be checked first.
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text((tiny_model_dir / "config.json").read_text())
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        assert cli_main(["serve", "--model", str(model), f"--port={port}", "--log_level=warning"]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot serve the HTTP API on 127.0.0.1:{port}" in err and "safetensors" not in err
+        assert cli_main(["serve", "--model", str(model), "--port=0", f"--grpc_port={port}",
+                         "--log_level=warning"]) == 2
+        assert f"cannot serve the gRPC API on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_api_key_from_env_or_file(tmp_path, monkeypatch):
+    from mtpserve.cli import read_secret
+
+    key_file = tmp_path / "key"
+    key_file.write_text("from-file\n")
+    monkeypatch.setenv("MTPSERVE_API_KEY", "from-env")
+    assert read_secret(None, None, "MTPSERVE_API_KEY", "API key") == "from-env"
+    assert read_secret(None, str(key_file), "MTPSERVE_API_KEY", "API key") == "from-file"
+    assert read_secret("flag", str(key_file), "MTPSERVE_API_KEY", "API key") == "flag"
+    with pytest.raises(ValueError, match="cannot read the API key file"):
+        read_secret(None, str(tmp_path / "none"), "MTPSERVE_API_KEY", "API key")

@@ -42,7 +42,10 @@ def _raise_exception(message: str):
 
 def _read_json(path: Path) -> dict:
     with open(path, encoding="utf-8") as f:
-        return json.load(f)
+        value = json.load(f)
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: expected a JSON object, got a JSON {type(value).__name__}")
+    return value
 
 
 class Tokenizer:
@@ -77,7 +80,11 @@ class Tokenizer:
             if not files[name].is_file():
                 raise FileNotFoundError(f"{name} not found in model directory {str(model_dir)!r}")
         gen_path = model_dir / "generation_config.json"
-        return cls(tokenizers.Tokenizer.from_file(str(files["tokenizer.json"])),
+        try:
+            tok = tokenizers.Tokenizer.from_file(str(files["tokenizer.json"]))
+        except Exception as e:  # tokenizers raises its own exception types for a corrupt file
+            raise ValueError(f"{files['tokenizer.json']} is not a valid tokenizer file: {e}") from None
+        return cls(tok,
                    _read_json(files["tokenizer_config.json"]),
                    _read_json(gen_path) if gen_path.is_file() else None)
 
