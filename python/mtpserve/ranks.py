@@ -41,6 +41,7 @@ class MasterRank:
         from mtpserve.control import ControlMaster, RankAgent
         from mtpserve.engine import EngineCore
 
+        self._logged: set[str] = set()
         host, port = distributed.parse_master_addr(master_node_addr)
         self.master = ControlMaster(nnodes, token=cluster_token).start(host, port)
         self.agent = RankAgent(master_node_addr, 0, nnodes, token=cluster_token)
@@ -65,7 +66,25 @@ class MasterRank:
         if not ok:
             return ok, reason
         error = self.core.engine.error()
-        return (False, error) if error else (True, "ok")
+        return (False, self.describe_failure(error)) if error else (True, "ok")
+
+    def describe_failure(self, error: str) -> str:
+        """What users are told when the group failed: which rank, in plain words; the backend's
+        own text (gloo's, nccl's) goes to the log once."""
+        if error.startswith("rank ") or error.startswith("the tensor-parallel group failed"):
+            return error  # ours already
+        if error not in self._logged:
+            self._logged.add(error)
+            logger.error("rank 0: the engine failed: %s", error)
+        dead = self.master.dead_local_ranks()
+        if dead:
+            return (f"the tensor-parallel group failed: rank {dead[0]} is gone (its process exited); the "
+                    "server cannot generate until the group is restarted")
+        ok, reason = self.master.health()
+        if not ok:
+            return f"the tensor-parallel group failed: {reason}"
+        return ("the tensor-parallel group failed: a collective between the ranks failed (a rank died or "
+                "hangs; see the ranks' logs)")
 
     def stop(self) -> None:
         self.master.stop()

@@ -112,6 +112,34 @@ class ControlMaster(pb_grpc.ControlServicer):
                 return False, self.failure
         return True, "ok"
 
+    def dead_local_ranks(self) -> list[int]:
+        """Registered ranks on this host whose process is gone (seen at once, without waiting for
+        their heartbeats to time out)."""
+        import os
+        import socket
+
+        here = socket.gethostname()
+        with self._lock:
+            ranks = sorted(self._ranks.items())
+        dead = []
+        for rank, (pid, host) in ranks:
+            if host != here or pid == os.getpid():
+                continue
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                dead.append(rank)
+            except OSError:
+                pass
+            else:
+                try:  # a zombie (launch's child not reaped yet) is gone too
+                    with open(f"/proc/{pid}/stat") as f:
+                        if f.read().rsplit(") ", 1)[-1][:1] == "Z":
+                            dead.append(rank)
+                except OSError:
+                    pass
+        return dead
+
     def beats(self, rank: int) -> int:
         """Heartbeats received from `rank` so far."""
         with self._lock:

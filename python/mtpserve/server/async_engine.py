@@ -113,6 +113,8 @@ class RequestStream:
         before = len(state.token_ids)
         if state.process(delta):  # a stop string ended it: the engine may still be generating
             self._owner.abort(state.request_id)
+        if state.error and self._owner.describe_failure is not None:
+            state.error = self._owner.describe_failure(state.error)
         token_ids = state.token_ids[before:]
         logprobs = state.logprobs[before:] if state.logprobs is not None else None
         if state.finished:
@@ -129,6 +131,8 @@ class RequestStream:
     def _fail(self, message: str, aborted: bool = True) -> StreamDelta:
         """aborted: the engine has ended the request already (nothing left to abort)."""
         self._engine_done = self._engine_done or aborted
+        if self._owner.describe_failure is not None:
+            message = self._owner.describe_failure(message)
         self.state.error = message
         return StreamDelta("", [], True, self.state, [] if self.state.logprobs is not None else None)
 
@@ -193,6 +197,8 @@ class AsyncEngine:
         self._queued: dict[str, int] = {}  # request id -> prompt tokens, until its first output
         self._queued_tokens = 0
         self.draining = False  # set by drain(): no new requests
+        # Turns an engine failure's text (e.g. a collective backend's) into what clients are told.
+        self.describe_failure: Callable[[str], str] | None = None
         self._tokenize_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mtpserve-tokenize")
         self._finish_listeners: list[Callable[[RequestState], None]] = []
         self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}

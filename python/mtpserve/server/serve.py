@@ -89,8 +89,10 @@ def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: 
 
         ranks = MasterRank(args, nnodes, master_node_addr, cluster_token=options.cluster_token)
         engine = AsyncEngine(ranks.core, **limits)
+        engine.describe_failure = ranks.describe_failure
 
         def on_rank_failure(reason: str) -> None:
+            reason = ranks.describe_failure(reason)
             ranks.core.engine.fail(reason)  # no further collective; the engine ends its requests
             engine.fail(reason)  # and the streams end now, even if the engine is stuck in a collective
             if options.exit_on_rank_failure and server is not None:
