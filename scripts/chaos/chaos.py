@@ -255,7 +255,7 @@ async def storm(url: str, clients: int = 500, drop: float = 0.3, concurrency: in
     outcome = {"completed": 0, "dropped": 0, "errors": 0}
 
     async def one(client: httpx.AsyncClient, i: int):
-        quit_after = rng.randint(0, max_tokens // 2) if rng.random() < drop else None
+        quit_after = rng.randint(0, 6) if rng.random() < drop else None  # after a few events
         body = {"prompt": rng.choice(["hello", "the quick brown fox", "one two three"]), "max_tokens": max_tokens,
                 "ignore_eos": True, "stream": True, "temperature": rng.choice([0, 0.8])}
         async with sem:

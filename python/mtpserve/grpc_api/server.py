@@ -43,6 +43,37 @@ HEALTH_POLL_S = 0.5  # how often Health.Watch subscribers see a change of health
 HealthCheck = Callable[[], "bool | tuple[bool, str]"]
 
 
+class _Malformed:
+    """A request whose bytes are not a valid message: the handler answers INVALID_ARGUMENT (grpc's
+    own answer would be UNKNOWN with the parser's exception text)."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+
+def _lenient(parse):
+    def deserialize(data: bytes):
+        try:
+            return parse(data)
+        except Exception as e:  # google.protobuf.message.DecodeError and friends
+            return _Malformed(e)
+    return deserialize
+
+
+def _add_generation_service(servicer, server) -> None:
+    """pb_grpc.add_GenerationServicer_to_server, with request parsers that do not raise."""
+    handlers = {
+        "Generate": grpc.unary_stream_rpc_method_handler(
+            servicer.Generate, request_deserializer=_lenient(pb.GenerateRequest.FromString),
+            response_serializer=pb.GenerateResponse.SerializeToString),
+        "Models": grpc.unary_unary_rpc_method_handler(
+            servicer.Models, request_deserializer=_lenient(pb.ModelsRequest.FromString),
+            response_serializer=pb.ModelsResponse.SerializeToString),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
+
+
 class _Refused(Exception):
     """A request the server answers with a status instead of generating."""
 
@@ -136,6 +167,8 @@ class GenerationService(pb_grpc.GenerationServicer):
             self._authorize(context)
         except _Refused as e:
             await context.abort(e.code, e.message)
+        if isinstance(request, _Malformed):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the request is not a valid ModelsRequest message")
         return pb.ModelsResponse(models=[self._card])
 
     async def _prompt(self, request) -> tuple[list[int], str | None]:
@@ -170,6 +203,8 @@ class GenerationService(pb_grpc.GenerationServicer):
 
     async def _submit(self, request, context):
         self._authorize(context)
+        if isinstance(request, _Malformed):
+            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, "the request is not a valid GenerateRequest message")
         if request.model and request.model != self.model:
             raise _Refused(grpc.StatusCode.NOT_FOUND,
                            f"the model {request.model!r} does not exist; this server serves {self.model!r}")
@@ -273,7 +308,7 @@ class GrpcServer:
 
     async def start(self) -> "GrpcServer":
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        pb_grpc.add_GenerationServicer_to_server(self.generation, server)
+        _add_generation_service(self.generation, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         try:
