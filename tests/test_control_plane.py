@@ -213,3 +213,18 @@ def test_cluster_token_is_required_on_every_rpc():
         RankAgent(master.addr, 1, 2, token="s3cret").register(timeout_s=10)
     finally:
         master.stop(grace_s=0.5)
+
+
+def test_a_hung_master_is_noticed(master):
+    """A rank 0 that hangs with its sockets open (SIGSTOP) used to be noticed after ~10 s of
+    stacked 2 s RPC timeouts; beats now give up after half the loss window (bounded wait here)."""
+    agent = RankAgent(master.addr, 1, 2)
+    threading.Thread(target=lambda: RankAgent(master.addr, 0, 2).register(timeout_s=10), daemon=True).start()
+    agent.register(timeout_s=10)
+    master._lock.acquire()  # every RPC of the master now blocks: a hung process with open sockets
+    try:
+        agent.start_heartbeats()
+        assert agent.master_lost.wait(60)
+    finally:
+        master._lock.release()
+        agent.close()

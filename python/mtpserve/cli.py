@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     ns.raw_argv = argv[1:]  # the flags after the command (`mtpserve launch` hands them to its ranks)
     try:
         return ns.run(ns)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, OSError) as e:  # bad flags or configs, ports in use, unreadable files: one line
         print(f"mtpserve: error: {e}", file=sys.stderr)
         return 2
 

@@ -132,7 +132,9 @@ def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: 
         if why and stop_since is None:
             logger.info("rank %d: stopping (%s)", node_rank, why)
             stop_since = time.monotonic()
-        if stop_since is not None and (stop_signal.is_set() or time.monotonic() - stop_since > _STOP_GRACE_S):
+        # Rank 0 gone: nothing can end the C++ loop's wait for its next step, so no grace.
+        if stop_since is not None and (stop_signal.is_set() or agent.master_lost.is_set()
+                                       or time.monotonic() - stop_since > _STOP_GRACE_S):
             break
     agent.close()
     if outcome.get("ok"):

@@ -334,8 +334,10 @@ async def overload(url: str, n: int = 1000, max_tokens: int = 32, pid: int | Non
 def rank_kill(which: str = "worker") -> dict:
     """`mtpserve launch --nnodes 2`: SIGKILL a worker (time to /health 503, to in-flight streams
     failing) or rank 0 (time until every worker is gone)."""
+    from mtpserve.launch import free_port_pair
+
     port = free_port()
-    master = free_port()
+    master = free_port_pair()
     log = open(Path(os.environ.get("CHAOS_LOG_DIR", "/tmp")) / f"chaos-launch-{port}.log", "w")
     cmd = [sys.executable, "-m", "mtpserve.cli", "launch", "--nnodes=2", f"--port={port}",
            f"--master_node_addr=127.0.0.1:{master}", "--log_level=info"]
