@@ -289,7 +289,20 @@ def test_unexpected_errors_show_no_internals(served):
 
     with BackgroundServer(app) as server:
         error = assert_openai_error(httpx.get(server.url + "/boom"), 500)
-    assert "incident" in error["message"] and "0x7f" not in error["message"] and "_C" not in error["message"]
+        assert "incident" in error["message"] and "0x7f" not in error["message"] and "_C" not in error["message"]
+        # The keep-alive connection survives the 500 (uvicorn used to close it, and a client that
+        # reused it for its next request saw a connection reset).
+        with socket.create_connection((server.host, server.port), timeout=30) as sock:
+            reader = sock.makefile("rb")
+            for path, status in (("/boom", b"500"), ("/health", b"200")):
+                sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                assert reader.readline().split()[1] == status
+                length = 0
+                while (line := reader.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                    assert not line.lower().startswith(b"connection: close"), line
+                reader.read(length)
 
 
 def test_models_do_not_reveal_paths(model_dir):
