@@ -288,15 +288,15 @@ def test_grpc_admission_control_and_bad_token_ids(stuck):
     s = stuck(max_queue_len=1)
     with BackgroundGrpcServer(s.engine, "m") as server, grpc.insecure_channel(server.target) as channel:
         stub = pb_grpc.GenerationStub(channel)
+        with pytest.raises(grpc.RpcError) as e:
+            list(stub.Generate(pb.GenerateRequest(token_ids=pb.TokenIds(ids=[5, 100000])), timeout=60))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "100000" in e.value.details()
         first = stub.Generate(pb.GenerateRequest(text="hello"), timeout=60)
         s.fake.wait_for(lambda: len(s.fake.added) == 1)
         with pytest.raises(grpc.RpcError) as e:
             list(stub.Generate(pb.GenerateRequest(text="more"), timeout=60))
         assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "--max_queue_len 1" in e.value.details()
         assert dict(e.value.trailing_metadata())["retry-after"] == "1"
-        with pytest.raises(grpc.RpcError) as e:
-            list(stub.Generate(pb.GenerateRequest(token_ids=pb.TokenIds(ids=[5, 100000])), timeout=60))
-        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "100000" in e.value.details()
         first.cancel()
         s.fake.wait_for(lambda: len(s.fake.aborted) == 1)
 

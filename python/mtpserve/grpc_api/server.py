@@ -208,6 +208,11 @@ class GenerationService(pb_grpc.GenerationServicer):
         if request.model and request.model != self.model:
             raise _Refused(grpc.StatusCode.NOT_FOUND,
                            f"the model {request.model!r} does not exist; this server serves {self.model!r}")
+        try:
+            self.engine.precheck_admission()  # a burst is refused before any tokenizing
+        except Overloaded as e:
+            raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e),
+                           (("retry-after", str(e.retry_after_s)),)) from None
         ids, text = await self._prompt(request)
         n, limit = len(ids), self.engine.max_model_len
         if n >= limit:

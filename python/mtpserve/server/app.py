@@ -129,6 +129,15 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
         except RuntimeError as e:
             raise APIError(503, str(e), code="service_unavailable") from None
 
+    def precheck() -> None:
+        """Refuses at once what admission control would refuse after tokenizing."""
+        require_healthy()
+        try:
+            engine.precheck_admission()
+        except Overloaded as e:
+            raise APIError(503, str(e), code="server_overloaded",
+                           headers={"Retry-After": str(e.retry_after_s)}) from None
+
     async def tokenize(text: str, param: str, add_special_tokens: bool = True) -> list[int]:
         try:
             return await engine.encode(text, add_special_tokens, param=param)
@@ -156,6 +165,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     @app.post("/v1/completions")
     async def create_completion(body: CompletionRequest, raw: Request):
         check_model(body.model)
+        precheck()
         prompt = body.single_prompt()
         if isinstance(prompt, str):
             text, ids = prompt, await tokenize(prompt, "prompt")
@@ -208,6 +218,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     @app.post("/v1/chat/completions")
     async def create_chat_completion(body: ChatCompletionRequest, raw: Request):
         check_model(body.model)
+        precheck()
         try:
             text = await engine.run_off_loop(engine.tokenizer.apply_chat_template, body.messages, True)
         except (ValueError, TemplateError) as e:

@@ -288,6 +288,18 @@ class AsyncEngine:
                     f"{capacity // bs} blocks of {bs} tokens; lower max_tokens or shorten the prompt",
                     param="max_tokens", code="context_length_exceeded")
 
+    def precheck_admission(self) -> None:
+        """Raises Overloaded when a request would be refused anyway, before any work is spent on it
+        (tokenizing): a burst is answered at once. add_request checks again, exactly."""
+        with self._lock:
+            full = ((self.max_queue_len is not None and len(self._queued) >= self.max_queue_len)
+                    or (self.max_queued_tokens is not None and self._queued_tokens >= self.max_queued_tokens))
+            if full:
+                try:
+                    self._admit("", 1 << 62)  # raises (and counts) with the reason
+                finally:
+                    self._dequeue("")  # in case it did not
+
     def _admit(self, request_id: str, num_tokens: int) -> None:
         """Admission control; called with the lock held."""
         reason = message = None
