@@ -5,6 +5,8 @@
     python scripts/chaos/chaos.py grpc-fuzz   --target HOST:PORT [--n 1000]
     python scripts/chaos/chaos.py storm       --url URL [--clients 500] [--drop 0.3]
     python scripts/chaos/chaos.py overload    --url URL [--n 1000]
+    python scripts/chaos/chaos.py rank-kill   [--which worker|master]   (mtpserve launch --nnodes 2)
+    python scripts/chaos/chaos.py drain       [--shutdown_timeout S]    (SIGTERM under 20 streams)
     python scripts/chaos/chaos.py all         [--short]   (starts its own servers; prints JSON figures)
 
 Every scenario returns a dict of figures; `all` starts the servers itself (the embedded tiny
@@ -421,6 +423,56 @@ def rank_kill(which: str = "worker") -> dict:
         log.close()
 
 
+# ---- SIGTERM drain ------------------------------------------------------------------------------
+
+async def _drain_run(server: "Server", clients: int, max_tokens: int) -> dict:
+    outcome = {"finished": 0, "ended_with_error": 0, "refused_503": 0, "connection_errors": 0}
+    first = asyncio.Event()
+    started = 0
+
+    async def one(client):
+        nonlocal started
+        body = {"prompt": "the quick brown fox", "max_tokens": max_tokens, "ignore_eos": True, "stream": True}
+        try:
+            async with client.stream("POST", "/v1/completions", json=body) as r:
+                if r.status_code == 503:
+                    outcome["refused_503"] += 1
+                    return
+                last = ""
+                async for line in r.aiter_lines():
+                    if line.startswith("data: {"):
+                        last = line
+                        started += 1
+                        if started >= clients:
+                            first.set()
+                outcome["ended_with_error" if '"error"' in last else "finished"] += 1
+        except httpx.HTTPError:
+            outcome["connection_errors"] += 1
+
+    async with httpx.AsyncClient(base_url=server.url, timeout=300) as client:
+        tasks = [asyncio.ensure_future(one(client)) for _ in range(clients)]
+        try:
+            await asyncio.wait_for(first.wait(), 120)
+        except asyncio.TimeoutError:
+            pass
+        t0 = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        await asyncio.gather(*tasks)
+        outcome["streams_done_after_s"] = round(time.monotonic() - t0, 2)
+    return outcome
+
+
+def drain(shutdown_timeout_s: float, clients: int = 20, max_tokens: int = 400) -> dict:
+    """SIGTERM to `mtpserve serve` while `clients` streams run: how they end, how long it takes."""
+    server = Server(f"--shutdown_timeout={shutdown_timeout_s}", "--max_model_len=2048")
+    out = asyncio.run(_drain_run(server, clients, max_tokens))
+    t0 = time.monotonic()
+    out["exit_code"] = server.stop(timeout_s=shutdown_timeout_s + 60)
+    out["shutdown_timeout_s"] = shutdown_timeout_s
+    out["exited_after_streams_s"] = round(time.monotonic() - t0, 2)
+    return out
+
+
 # ---- R5: cluster hardening -----------------------------------------------------------------------
 
 def cluster_check() -> dict:
@@ -475,9 +527,13 @@ def run_all(short: bool) -> dict:
         figures["idle_rss_start_mb"] = round(server.rss / 2**20, 1)
         figures["http_fuzz"] = asyncio.run(http_fuzz(server.url, scale["http"]))
         figures["grpc_fuzz"] = grpc_fuzz(f"127.0.0.1:{server.grpc_port}", scale["grpc"])
-        warm = asyncio.run(storm(server.url, max(scale["storm"] // 5, 10)))  # warm-up run
+        # Warm-up: the same traffic twice, so that the allocator caches reach their plateau
+        # (docs/reliability.md, "Idle RSS"); R2 compares idle RSS after it with idle RSS after the storm.
+        warm = [asyncio.run(storm(server.url, scale["storm"], seed=100 + i)) for i in range(2)]
+        time.sleep(2)
         figures["idle_rss_after_warmup_mb"] = round(server.rss / 2**20, 1)
         figures["storm"] = asyncio.run(storm(server.url, scale["storm"]))
+        time.sleep(2)
         figures["idle_rss_after_storm_mb"] = round(server.rss / 2**20, 1)
         figures["storm"]["warmup"] = warm
         figures["overload"] = asyncio.run(overload(server.url, scale["overload"], pid=server.proc.pid))
@@ -488,8 +544,13 @@ def run_all(short: bool) -> dict:
         figures["serve_exit_code"] = server.stop()
     figures["cluster"] = cluster_check()
     if not short:
-        figures["rank_kill_worker"] = rank_kill("worker")
-        figures["rank_kill_master"] = rank_kill("master")
+        for name, run in (("drain_60s", lambda: drain(60.0)), ("drain_1s", lambda: drain(1.0)),
+                          ("rank_kill_worker", lambda: rank_kill("worker")),
+                          ("rank_kill_master", lambda: rank_kill("master"))):
+            try:
+                figures[name] = run()
+            except Exception as e:  # one scenario's failure is a figure too
+                figures[name] = {"failed": f"{type(e).__name__}: {e}"}
     return figures
 
 
@@ -503,6 +564,7 @@ def main(argv=None) -> int:
     s.add_argument("--drop", type=float, default=0.3)
     o = sub.add_parser("overload"); o.add_argument("--url", required=True); o.add_argument("--n", type=int, default=1000)
     k = sub.add_parser("rank-kill"); k.add_argument("--which", choices=("worker", "master"), default="worker")
+    d = sub.add_parser("drain"); d.add_argument("--shutdown_timeout", type=float, default=30.0)
     al = sub.add_parser("all"); al.add_argument("--short", action="store_true")
     ns = p.parse_args(argv)
     if ns.cmd == "http-fuzz":
@@ -515,6 +577,8 @@ def main(argv=None) -> int:
         out = asyncio.run(overload(ns.url, ns.n))
     elif ns.cmd == "rank-kill":
         out = rank_kill(ns.which)
+    elif ns.cmd == "drain":
+        out = drain(ns.shutdown_timeout)
     else:
         out = run_all(ns.short)
     print(json.dumps(out, indent=2, ensure_ascii=False))
