@@ -71,8 +71,12 @@ def test_shared_host_memory_is_split_among_its_ranks(master):
     for t in threads:
         t.join(15)
     # Ranks sizing from one host's shared RAM get an equal part of it.
-    threading.Thread(target=rank1.ready, args=(200, True), kwargs={"timeout_s": 10}, daemon=True).start()
+    got = []
+    other = threading.Thread(target=lambda: got.append(rank1.ready(200, True, timeout_s=10)), daemon=True)
+    other.start()
     assert rank0.ready(120, shared_host_memory=True, timeout_s=10) == 60  # min(120 / 2, 200 / 2)
+    other.join(15)
+    assert got == [60]
     rank0.close()
     rank1.close()
 
