@@ -254,7 +254,7 @@ async def storm(url: str, clients: int = 500, drop: float = 0.3, concurrency: in
                 max_tokens: int = 64) -> dict:
     rng = random.Random(seed)
     sem = asyncio.Semaphore(concurrency)
-    outcome = {"completed": 0, "dropped": 0, "errors": 0}
+    outcome = {"completed": 0, "dropped": 0, "refused": 0, "errors": 0}
 
     async def one(client: httpx.AsyncClient, i: int):
         quit_after = rng.randint(0, 6) if rng.random() < drop else None  # after a few events
@@ -263,6 +263,9 @@ async def storm(url: str, clients: int = 500, drop: float = 0.3, concurrency: in
         async with sem:
             try:
                 async with client.stream("POST", "/v1/completions", json=body) as r:
+                    if r.status_code != 200:  # e.g. 503 from admission control
+                        outcome["refused"] += 1
+                        return
                     seen = 0
                     async for line in r.aiter_lines():
                         if line.startswith("data: "):
