@@ -15,7 +15,7 @@ from mtpserve.launch import free_port_pair
 @pytest.fixture
 def master():
     port = free_port_pair()
-    m = ControlMaster(world_size=2, heartbeat_timeout_s=0.8).start("127.0.0.1", port)
+    m = ControlMaster(world_size=2, heartbeat_timeout_s=2.5).start("127.0.0.1", port)
     m.addr = f"127.0.0.1:{port}"
     yield m
     m.stop(grace_s=0.5)
@@ -39,23 +39,46 @@ def test_register_ready_heartbeat_and_failure(master):
     for t in threads:
         t.join(15)
     assert blocks == {0: 80, 1: 80}  # the minimum that fits on every rank
-    # Ranks sizing from one host's shared RAM get an equal part of it (asked again: the latest counts).
-    rank1.ready(200, shared_host_memory=True, timeout_s=5)
-    assert rank0.ready(120, shared_host_memory=True, timeout_s=5) == 60  # min(120 / 2, 200 / 2)
+    assert rank1.ready(80, timeout_s=5) == 80  # asked again with the same report: the same answer
+    with pytest.raises(ControlError, match="reported 80 KV blocks already"):  # no second opinion once agreed
+        rank1.ready(1, timeout_s=5)
 
     master.on_failure = failures.append
     master.start_serving()
     rank1.start_heartbeats(steps=lambda: 7)
-    time.sleep(1.5)  # beats keep rank 1 alive past the timeout
+    # Beats keep rank 1 alive past the timeout: wait for beats spanning more than it (counted, not
+    # slept), without a failure.
+    deadline = time.monotonic() + 60
+    while master.beats(1) < 2 + master.heartbeat_timeout_s / 0.5:
+        assert time.monotonic() < deadline, "rank 1's heartbeats did not arrive"
+        time.sleep(0.05)
     assert master.health() == (True, "ok") and master.steps()[1] == 7
     rank1.close()  # rank 1 goes silent
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while master.health()[0] and time.monotonic() < deadline:
         time.sleep(0.05)
     ok, reason = master.health()
     assert not ok and "rank 1 stopped heartbeating" in reason
     assert failures == [reason]
     rank0.close()
+
+
+def test_shared_host_memory_is_split_among_its_ranks(master):
+    rank0, rank1 = RankAgent(master.addr, 0, 2), RankAgent(master.addr, 1, 2)
+    threads = [threading.Thread(target=a.register, kwargs={"timeout_s": 10}) for a in (rank0, rank1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    # Ranks sizing from one host's shared RAM get an equal part of it.
+    got = []
+    other = threading.Thread(target=lambda: got.append(rank1.ready(200, True, timeout_s=10)), daemon=True)
+    other.start()
+    assert rank0.ready(120, shared_host_memory=True, timeout_s=10) == 60  # min(120 / 2, 200 / 2)
+    other.join(15)
+    assert got == [60]
+    rank0.close()
+    rank1.close()
 
 
 def test_registration_refusals(master):
@@ -116,3 +139,96 @@ def test_committed_control_stubs_are_up_to_date(tmp_path):
     for name in ("control_pb2.py", "control_pb2_grpc.py"):
         assert (out / name).read_text() == (committed / name).read_text(), \
             f"{name} is stale: run scripts/gen_proto.sh control and commit the stubs"
+
+
+def _forge(master, call: str, request, token: str | None = None):
+    import grpc
+
+    from mtpserve.control import control_pb2_grpc as pb_grpc
+    from mtpserve.control.master import TOKEN_METADATA_KEY
+
+    with grpc.insecure_channel(master.addr) as channel:
+        stub = pb_grpc.ControlStub(channel)
+        metadata = ((TOKEN_METADATA_KEY, token),) if token else None
+        return getattr(stub, call)(request, timeout=10, metadata=metadata)
+
+
+def test_forged_heartbeats_and_ready_change_nothing(master):
+    """Issue 17: one Heartbeat(rank=7) from any local client used to fail the whole group."""
+    import grpc
+
+    rank0, rank1 = RankAgent(master.addr, 0, 2), RankAgent(master.addr, 1, 2)
+    threads = [threading.Thread(target=a.register, kwargs={"timeout_s": 10}) for a in (rank0, rank1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    master.start_serving()
+    rank1.start_heartbeats()
+    for rank in (7, -1, 2):  # outside the world
+        with pytest.raises(grpc.RpcError) as e:
+            _forge(master, "Heartbeat", pb.HeartbeatRequest(rank=rank))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    for blocks in (0, -5, 1 << 50):  # implausible block counts
+        with pytest.raises(grpc.RpcError) as e:
+            _forge(master, "Ready", pb.ReadyRequest(rank=1, max_blocks=blocks))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError):
+        _forge(master, "Ready", pb.ReadyRequest(rank=9, max_blocks=10))
+    assert 7 not in master.steps() and master.refused == 7
+    # Well past the heartbeat timeout, nothing was declared dead.
+    deadline = time.monotonic() + 60
+    while master.beats(1) < 2 + master.heartbeat_timeout_s / 0.5:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert master.health() == (True, "ok")
+    rank1.close()
+    rank0.close()
+
+
+def test_heartbeat_before_registering_is_refused(master):
+    import grpc
+
+    with pytest.raises(grpc.RpcError) as e:
+        _forge(master, "Heartbeat", pb.HeartbeatRequest(rank=1))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "has not registered" in e.value.details()
+
+
+def test_cluster_token_is_required_on_every_rpc():
+    import grpc
+
+    port = free_port_pair()
+    master = ControlMaster(world_size=2, token="s3cret").start("127.0.0.1", port)
+    master.addr = f"127.0.0.1:{port}"
+    try:
+        for call, request in (("Register", pb.RegisterRequest(rank=1, world_size=2, pid=1, hostname="x")),
+                              ("Ready", pb.ReadyRequest(rank=1, max_blocks=10)),
+                              ("Heartbeat", pb.HeartbeatRequest(rank=1))):
+            for token in (None, "wrong"):
+                with pytest.raises(grpc.RpcError) as e:
+                    _forge(master, call, request, token)
+                assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(ControlError, match="cluster token"):  # an agent without it gives up at once
+            RankAgent(master.addr, 1, 2).register(timeout_s=30)
+        assert master.steps() == {} and master.refused == 7
+        # With the token: registration works.
+        threading.Thread(target=lambda: RankAgent(master.addr, 0, 2, token="s3cret").register(timeout_s=10),
+                         daemon=True).start()
+        RankAgent(master.addr, 1, 2, token="s3cret").register(timeout_s=10)
+    finally:
+        master.stop(grace_s=0.5)
+
+
+def test_a_hung_master_is_noticed(master):
+    """A rank 0 that hangs with its sockets open (SIGSTOP) used to be noticed after ~10 s of
+    stacked 2 s RPC timeouts; beats now give up after half the loss window (bounded wait here)."""
+    agent = RankAgent(master.addr, 1, 2)
+    threading.Thread(target=lambda: RankAgent(master.addr, 0, 2).register(timeout_s=10), daemon=True).start()
+    agent.register(timeout_s=10)
+    master._lock.acquire()  # every RPC of the master now blocks: a hung process with open sockets
+    try:
+        agent.start_heartbeats()
+        assert agent.master_lost.wait(60)
+    finally:
+        master._lock.release()
+        agent.close()

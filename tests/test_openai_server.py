@@ -223,7 +223,13 @@ def assert_openai_error(response, status):
 
 
 @pytest.mark.parametrize("body, status, param", [
-    ("{not json", 422, None),
+    ("{not json", 400, None),  # not JSON: 400, as OpenAI answers
+    ('{"prompt": [[-1, 5, 1000000000000]]}', 400, "prompt"),  # ids outside the vocabulary (was a 500)
+    ('{"prompt": [5, 99999999999999999999999]}', 400, "prompt"),  # beyond int64
+    ('{"prompt": "x", "top_k": 99999999999999999999}', 400, "top_k"),  # beyond int64 (was a 500)
+    ('{"prompt": "x", "stop_token_ids": [99999999999999999999]}', 400, "stop_token_ids"),
+    ('{"prompt": "a\\ud800b"}', 400, "prompt"),  # a lone surrogate (was a 500)
+    ('{"prompt": "x", "stop": ["\\udfff"]}', 400, "stop"),
     ('{"prompt": "x", "max_tokens": "ten"}', 422, "max_tokens"),
     ('{"prompt": 5}', 422, "prompt"),
     ('{"max_tokens": 3}', 422, "prompt"),
@@ -259,6 +265,49 @@ def test_bad_completion_requests(served, http, body, status, param):
 ])
 def test_bad_chat_requests(http, body, status, param):
     assert assert_openai_error(http.post("/v1/chat/completions", json=body), status)["param"] == param
+
+
+def test_bad_token_ids_are_named(http):
+    error = assert_openai_error(http.post("/v1/completions", json={"prompt": [[5, -1, 1000000000000]]}), 400)
+    assert "-1" in error["message"] and "vocabulary [0, 512)" in error["message"]
+    error = assert_openai_error(http.post("/v1/completions", json={"prompt": [5, 512]}), 400)
+    assert "512" in error["message"] and error["code"] == "invalid_token_id"
+    chat = '{"messages": [{"role": "user", "content": "hi \\ud83d there"}]}'
+    error = assert_openai_error(http.post("/v1/chat/completions", content=chat,
+                                          headers={"content-type": "application/json"}), 400)
+    assert error["param"] == "messages" and "surrogate" in error["message"]
+
+
+def test_unexpected_errors_show_no_internals(served):
+    """The catch-all 500 names an incident id, not the exception (pybind signatures, addresses)."""
+    app = build_app(served.engine, MODEL)
+
+    @app.get("/boom")
+    async def boom():
+        raise TypeError("add_request(): incompatible function arguments. (self: mtpserve._C.Engine) "
+                        "<object at 0x7f00deadbeef>")
+
+    with BackgroundServer(app) as server:
+        error = assert_openai_error(httpx.get(server.url + "/boom"), 500)
+        assert "incident" in error["message"] and "0x7f" not in error["message"] and "_C" not in error["message"]
+        # The keep-alive connection survives the 500 (uvicorn used to close it, and a client that
+        # reused it for its next request saw a connection reset).
+        with socket.create_connection((server.host, server.port), timeout=30) as sock:
+            reader = sock.makefile("rb")
+            for path, status in (("/boom", b"500"), ("/health", b"200")):
+                sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                assert reader.readline().split()[1] == status
+                length = 0
+                while (line := reader.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                    assert not line.lower().startswith(b"connection: close"), line
+                reader.read(length)
+
+
+def test_models_do_not_reveal_paths(model_dir):
+    from mtpserve.server.serve import model_root
+    assert model_root(str(model_dir)) == model_dir.name and "/" not in model_root(str(model_dir))
 
 
 def test_prompt_too_long(oai, http):
@@ -503,6 +552,8 @@ def test_mtpserve_serve_process(model_dir):
         with Client(f"http://127.0.0.1:{port}", api_key="k", timeout=10) as c:
             wait_until_healthy(c, proc)
             assert [m.id for m in c.models()] == ["cli-model"]
+            card = httpx.get(f"http://127.0.0.1:{port}/v1/models", headers={"Authorization": "Bearer k"}).json()
+            assert card["data"][0]["root"] == model_dir.name  # the name, not this machine's path
             assert c.completions(PROMPT, max_tokens=4, temperature=0, ignore_eos=True).usage.completion_tokens == 4
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -48,6 +48,10 @@ def test_valid_edges_accepted():
     ({"stop_token_ids": [1, -1]}, "stop_token_ids must be a list of non-negative ints"),
     ({"stop_token_ids": 3}, "stop_token_ids"),
     ({"stop_token_ids": ["3"]}, "stop_token_ids"),
+    # Beyond the engine's int64: a clear error, not an OverflowError from the bindings.
+    ({"top_k": 2**63}, "top_k must be <= 9223372036854775807"),
+    ({"stop_token_ids": [2**64]}, "stop_token_ids must be a list of non-negative ints <= 9223372036854775807"),
+    ({"max_tokens": 2**63}, "max_tokens"),
 ])
 def test_invalid_values_rejected(kwargs, match):
     with pytest.raises(ValueError, match=match):

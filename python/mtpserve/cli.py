@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 
 from mtpserve.bench.runner import add_bench_args
@@ -94,15 +95,52 @@ def check_serve_flags(ns: argparse.Namespace) -> None:
         raise ValueError(f"--grpc_port={ns.grpc_port} must differ from --port")
 
 
+def read_secret(flag_value: str | None, file_path: str | None, env: str, what: str) -> str | None:
+    """A secret from --flag, --flag_file or $env (first set wins); a file's surrounding whitespace is
+    dropped. The file and environment forms keep it out of /proc/PID/cmdline."""
+    if flag_value:
+        return flag_value
+    if file_path:
+        try:
+            with open(file_path, encoding="utf-8") as f:
+                value = f.read().strip()
+        except OSError as e:
+            raise ValueError(f"cannot read the {what} file {file_path!r}: {e.strerror or e}") from None
+        if not value:
+            raise ValueError(f"the {what} file {file_path!r} is empty")
+        return value
+    return os.environ.get(env) or None
+
+
+def serve_options(ns: argparse.Namespace):
+    from mtpserve.server.serve import ServeOptions
+
+    for flag in ("max_queue_len", "max_queued_tokens", "max_body_bytes"):
+        value = getattr(ns, flag)
+        if value is not None and value < 1:
+            raise ValueError(f"--{flag} must be >= 1, got {value}")
+    if ns.request_timeout is not None and not ns.request_timeout > 0:
+        raise ValueError(f"--request_timeout must be > 0 (seconds), got {ns.request_timeout}")
+    if not ns.shutdown_timeout >= 0:
+        raise ValueError(f"--shutdown_timeout must be >= 0 (seconds), got {ns.shutdown_timeout}")
+    return ServeOptions(max_queue_len=ns.max_queue_len, max_queued_tokens=ns.max_queued_tokens,
+                        request_timeout_s=ns.request_timeout, max_body_bytes=ns.max_body_bytes,
+                        shutdown_timeout_s=ns.shutdown_timeout, exit_on_rank_failure=ns.exit_on_rank_failure,
+                        cluster_token=read_secret(None, ns.cluster_token_file, "MTPSERVE_CLUSTER_TOKEN",
+                                                  "cluster token"))
+
+
 def cmd_serve(ns: argparse.Namespace) -> int:
     check_serve_flags(ns)
+    options = serve_options(ns)
+    api_key = read_secret(ns.api_key, ns.api_key_file, "MTPSERVE_API_KEY", "API key")
     args = engine_args(ns)
     args.model_path  # a missing model directory fails here, before anything is loaded
     if ns.nnodes == 1:
         from mtpserve.server.serve import serve
 
-        serve(args, host=ns.host, port=ns.port, api_key=ns.api_key, served_model_name=ns.served_model_name,
-              log_level=ns.log_level, grpc_port=ns.grpc_port)
+        serve(args, host=ns.host, port=ns.port, api_key=api_key, served_model_name=ns.served_model_name,
+              log_level=ns.log_level, grpc_port=ns.grpc_port, options=options)
         return 0
     from mtpserve.control.agent import ControlError
 
@@ -110,12 +148,13 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         if ns.node_rank > 0:  # a tensor-parallel worker: no APIs, rank 0's steps only
             from mtpserve.ranks import run_worker
 
-            run_worker(args, ns.nnodes, ns.node_rank, ns.master_node_addr, ns.log_level)
+            run_worker(args, ns.nnodes, ns.node_rank, ns.master_node_addr, ns.log_level,
+                       cluster_token=options.cluster_token)
         from mtpserve.server.serve import serve
 
-        serve(args, host=ns.host, port=ns.port, api_key=ns.api_key, served_model_name=ns.served_model_name,
+        serve(args, host=ns.host, port=ns.port, api_key=api_key, served_model_name=ns.served_model_name,
               log_level=ns.log_level, grpc_port=ns.grpc_port, nnodes=ns.nnodes,
-              master_node_addr=ns.master_node_addr)
+              master_node_addr=ns.master_node_addr, options=options)
     except ControlError as e:  # refused by, or lost, the control plane while starting
         print(f"mtpserve: error: rank {ns.node_rank}: {e}", file=sys.stderr)
         return 1
@@ -137,7 +176,22 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port of the HTTP API")
     parser.add_argument("--grpc_port", type=int, default=0, help="port of the public gRPC API (proto/mtpserve.proto) "
                         "on --host; 0 (default): no gRPC API")
-    parser.add_argument("--api_key", default=None, help="require 'Authorization: Bearer <key>' (all but /health)")
+    parser.add_argument("--api_key", default=None, help="require 'Authorization: Bearer <key>' (all but /health); "
+                        "visible to every local user in the process list: prefer --api_key_file or $MTPSERVE_API_KEY")
+    parser.add_argument("--api_key_file", default=None, help="read the API key from this file")
+    parser.add_argument("--cluster_token_file", default=None, help="multi-rank: a shared secret every control-plane "
+                        "RPC must carry (or $MTPSERVE_CLUSTER_TOKEN; never on the command line)")
+    parser.add_argument("--max_queue_len", type=int, default=None, help="requests waiting for their first token "
+                        "beyond which new ones get 503 with Retry-After (default: no limit)")
+    parser.add_argument("--max_queued_tokens", type=int, default=None, help="prompt tokens of waiting requests "
+                        "beyond which new ones get 503 (default: no limit)")
+    parser.add_argument("--request_timeout", type=float, default=None, help="seconds after which a request is "
+                        "aborted and its KV blocks freed (default: none)")
+    parser.add_argument("--max_body_bytes", type=int, default=16 << 20, help="larger HTTP request bodies get 413")
+    parser.add_argument("--shutdown_timeout", type=float, default=30.0, help="SIGTERM: seconds running requests "
+                        "get to finish before they are ended with an error (0: exit at once)")
+    parser.add_argument("--exit_on_rank_failure", type=parse_bool, default=True, help="rank 0 exits (code 1) when "
+                        "a rank of its group fails, after failing open requests; false: stay up answering 503")
     parser.add_argument("--served_model_name", default=None, help="model name of the API (default: the model "
                                                                   "directory's name)")
     parser.add_argument("--log_level", default="info", type=str.lower,
@@ -197,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     ns.raw_argv = argv[1:]  # the flags after the command (`mtpserve launch` hands them to its ranks)
     try:
         return ns.run(ns)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, OSError) as e:  # bad flags or configs, ports in use, unreadable files: one line
         print(f"mtpserve: error: {e}", file=sys.stderr)
         return 2
 

@@ -66,6 +66,8 @@ def load_config(model_dir: str | Path) -> ModelConfig:
 
 
 def parse_config(raw: dict, source: str = "config.json") -> ModelConfig:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a JSON object, got a JSON {type(raw).__name__}")
     missing = [k for k in _REQUIRED if raw.get(k) is None]
     if missing:
         raise ConfigError(f"{source}: missing required key(s) {', '.join(missing)}")
@@ -106,6 +108,10 @@ def _q_lora_rank(value, source: str) -> int:
 
 def _set_rope(cfg: _C.ModelConfig, values: dict, source: str) -> None:
     # transformers 5 nests everything under rope_parameters; older configs use rope_scaling + rope_theta.
+    for key in ("rope_parameters", "rope_scaling"):
+        if values.get(key) is not None and not isinstance(values[key], dict):
+            raise ConfigError(f"{source}: {key} must be a JSON object or null, got a JSON "
+                              f"{type(values[key]).__name__}")
     params = dict(values.get("rope_parameters") or values.get("rope_scaling") or {})
     cfg.rope_theta = float(params.get("rope_theta", values["rope_theta"]))
     kind = params.get("rope_type", params.get("type", "default"))

@@ -2,12 +2,16 @@
 --nnodes), created with torch.distributed and handed to the C++ runtime by name.
 
 The c10d rendezvous uses a TCPStore on rank 0's host at the control-plane port + 1
-(--master_node_addr host:port is the control gRPC service; host:port+1 is the store).
+(--master_node_addr host:port is the control gRPC service; host:port+1 is the store). Rank 0
+binds the store to the master address only (not every interface, as c10d's own rendezvous
+would); with a loopback master address gloo's pair sockets stay on loopback too.
 """
 from __future__ import annotations
 
 import datetime
+import ipaddress
 import os
+import socket
 
 from mtpserve import _C
 
@@ -48,9 +52,38 @@ def init_tensor_parallel(rank: int, world_size: int, master_addr: str, device: s
                          "supported yet (it runs on cpu); serve one GPU per process with --nnodes 1")
     if kind not in BACKENDS:
         raise ValueError(f"no collective backend for device {device!r}")
-    dist.init_process_group(BACKENDS[kind], init_method=f"tcp://{host}:{store_port(port)}", rank=rank,
-                            world_size=world_size, timeout=datetime.timedelta(seconds=timeout_s))
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if kind == "cpu" and _is_loopback(host):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # every rank is local: gloo listens on loopback only
+    if rank == 0:
+        listener = bind_store_socket(host, store_port(port))
+        store = dist.TCPStore(host, store_port(port), world_size, True, timeout, wait_for_workers=False,
+                              master_listen_fd=listener.detach())
+    else:
+        store = dist.TCPStore(host, store_port(port), world_size, False, timeout)
+    dist.init_process_group(BACKENDS[kind], store=store, rank=rank, world_size=world_size, timeout=timeout)
     return _C.TensorParallel.from_group_name(dist.group.WORLD.group_name, timeout_s)
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def bind_store_socket(host: str, port: int) -> socket.socket:
+    """The rendezvous store's listening socket, bound to the master address only."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        raise OSError(f"cannot serve the collective rendezvous on {host}:{port}: {e.strerror or e}") from None
+    return sock
 
 
 def destroy() -> None:

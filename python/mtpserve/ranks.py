@@ -36,14 +36,15 @@ _STOP_GRACE_S = 3.0
 class MasterRank:
     """Rank 0's side: the Control service, this rank's agent, the c10d group, the EngineCore."""
 
-    def __init__(self, args: EngineArgs, nnodes: int, master_node_addr: str):
+    def __init__(self, args: EngineArgs, nnodes: int, master_node_addr: str, cluster_token: str | None = None):
         from mtpserve import distributed
         from mtpserve.control import ControlMaster, RankAgent
         from mtpserve.engine import EngineCore
 
+        self._logged: set[str] = set()
         host, port = distributed.parse_master_addr(master_node_addr)
-        self.master = ControlMaster(nnodes).start(host, port)
-        self.agent = RankAgent(master_node_addr, 0, nnodes)
+        self.master = ControlMaster(nnodes, token=cluster_token).start(host, port)
+        self.agent = RankAgent(master_node_addr, 0, nnodes, token=cluster_token)
         try:
             logger.info("rank 0: waiting for %d ranks to register at %s", nnodes, master_node_addr)
             self.agent.register()
@@ -65,7 +66,25 @@ class MasterRank:
         if not ok:
             return ok, reason
         error = self.core.engine.error()
-        return (False, error) if error else (True, "ok")
+        return (False, self.describe_failure(error)) if error else (True, "ok")
+
+    def describe_failure(self, error: str) -> str:
+        """What users are told when the group failed: which rank, in plain words; the backend's
+        own text (gloo's, nccl's) goes to the log once."""
+        if error.startswith("rank ") or error.startswith("the tensor-parallel group failed"):
+            return error  # ours already
+        if error not in self._logged:
+            self._logged.add(error)
+            logger.error("rank 0: the engine failed: %s", error)
+        dead = self.master.dead_local_ranks()
+        if dead:
+            return (f"the tensor-parallel group failed: rank {dead[0]} is gone (its process exited); the "
+                    "server cannot generate until the group is restarted")
+        ok, reason = self.master.health()
+        if not ok:
+            return f"the tensor-parallel group failed: {reason}"
+        return ("the tensor-parallel group failed: a collective between the ranks failed (a rank died or "
+                "hangs; see the ranks' logs)")
 
     def stop(self) -> None:
         self.master.stop()
@@ -73,7 +92,7 @@ class MasterRank:
 
 
 def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: str,
-               log_level: str = "info") -> NoReturn:
+               log_level: str = "info", cluster_token: str | None = None) -> NoReturn:
     """Ranks 1..N-1: runs until the group stops, then ends the process (exit code 0 after an
     orderly shutdown by rank 0 or a stop request, 1 when the group failed)."""
     from mtpserve import distributed
@@ -82,7 +101,7 @@ def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: 
 
     logging.basicConfig(level=log_level.upper() if log_level != "trace" else "DEBUG",
                         format=f"%(asctime)s %(levelname)s rank{node_rank} %(name)s: %(message)s")
-    agent = RankAgent(master_node_addr, node_rank, nnodes)
+    agent = RankAgent(master_node_addr, node_rank, nnodes, token=cluster_token)
     logger.info("rank %d: registering with %s", node_rank, master_node_addr)
     agent.register()
     core = None
@@ -113,7 +132,9 @@ def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: 
         if why and stop_since is None:
             logger.info("rank %d: stopping (%s)", node_rank, why)
             stop_since = time.monotonic()
-        if stop_since is not None and (stop_signal.is_set() or time.monotonic() - stop_since > _STOP_GRACE_S):
+        # Rank 0 gone: nothing can end the C++ loop's wait for its next step, so no grace.
+        if stop_since is not None and (stop_signal.is_set() or agent.master_lost.is_set()
+                                       or time.monotonic() - stop_since > _STOP_GRACE_S):
             break
     agent.close()
     if outcome.get("ok"):

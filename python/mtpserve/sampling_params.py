@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 MAX_LOGPROBS = 20
 _UINT64 = 1 << 64
+_INT64_MAX = (1 << 63) - 1  # the engine's ints are int64: larger values cannot reach it
 
 
 def _is_int(x) -> bool:
@@ -47,6 +48,8 @@ class SamplingParams:
             bad("top_p", "in (0, 1]")
         if not _is_int(self.top_k) or self.top_k < -1:
             bad("top_k", "an int >= -1 (0 or -1 disables it)")
+        if self.top_k > _INT64_MAX:
+            bad("top_k", f"<= {_INT64_MAX}")
         if not _is_number(self.min_p) or not 0 <= self.min_p <= 1:
             bad("min_p", "in [0, 1]")
         if self.seed is not None and not _is_int(self.seed):
@@ -57,6 +60,8 @@ class SamplingParams:
                 bad(name, "in [-2, 2]")
         if not _is_int(self.max_tokens) or self.max_tokens <= 0:
             bad("max_tokens", "an int > 0")
+        if self.max_tokens > _INT64_MAX:
+            bad("max_tokens", f"<= {_INT64_MAX}")
         if self.logprobs is not None and (not _is_int(self.logprobs) or not 0 <= self.logprobs <= MAX_LOGPROBS):
             bad("logprobs", f"None or an int in 0..{MAX_LOGPROBS}")
 
@@ -66,8 +71,8 @@ class SamplingParams:
                              f"got {self.stop!r}")
         self.stop = list(stop)
         ids = [] if self.stop_token_ids is None else self.stop_token_ids
-        if not isinstance(ids, (list, tuple)) or not all(_is_int(i) and i >= 0 for i in ids):
-            bad("stop_token_ids", "a list of non-negative ints")
+        if not isinstance(ids, (list, tuple)) or not all(_is_int(i) and 0 <= i <= _INT64_MAX for i in ids):
+            bad("stop_token_ids", f"a list of non-negative ints <= {_INT64_MAX}")
         self.stop_token_ids = list(ids)
 
     @property

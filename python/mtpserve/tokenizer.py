@@ -42,7 +42,10 @@ def _raise_exception(message: str):
 
 def _read_json(path: Path) -> dict:
     with open(path, encoding="utf-8") as f:
-        return json.load(f)
+        value = json.load(f)
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: expected a JSON object, got a JSON {type(value).__name__}")
+    return value
 
 
 class Tokenizer:
@@ -77,7 +80,11 @@ class Tokenizer:
             if not files[name].is_file():
                 raise FileNotFoundError(f"{name} not found in model directory {str(model_dir)!r}")
         gen_path = model_dir / "generation_config.json"
-        return cls(tokenizers.Tokenizer.from_file(str(files["tokenizer.json"])),
+        try:
+            tok = tokenizers.Tokenizer.from_file(str(files["tokenizer.json"]))
+        except Exception as e:  # tokenizers raises its own exception types for a corrupt file
+            raise ValueError(f"{files['tokenizer.json']} is not a valid tokenizer file: {e}") from None
+        return cls(tok,
                    _read_json(files["tokenizer_config.json"]),
                    _read_json(gen_path) if gen_path.is_file() else None)
 
@@ -142,6 +149,22 @@ class Tokenizer:
     @property
     def vocab_size(self) -> int:
         return self._tok.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def max_chars_per_token(self) -> int | None:
+        """An upper bound on the characters of text one token can stand for, or None when the
+        tokenizer gives none (a normalizer may drop characters; WordPiece's [UNK] covers a word).
+        With it, a text longer than max_model_len * bound cannot fit, untokenized."""
+        if getattr(self, "_max_chars", 0) == 0:
+            bound = None
+            model = type(self._tok.model).__name__
+            if self._tok.normalizer is None and model == "BPE" and not getattr(self._tok.model, "fuse_unk", False):
+                # Byte-level vocabularies write one character per byte, others one per character,
+                # so a token's vocabulary string is at least as long as the text it covers (fused
+                # unknown characters would break that).
+                bound = max((len(t) for t in self._tok.get_vocab(with_added_tokens=True)), default=1)
+            self._max_chars = bound
+        return self._max_chars
 
     @property
     def all_special_ids(self) -> list[int]:

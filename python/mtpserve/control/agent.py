@@ -12,7 +12,7 @@ import grpc
 
 from mtpserve.control import control_pb2 as pb
 from mtpserve.control import control_pb2_grpc as pb_grpc
-from mtpserve.control.master import HEARTBEAT_INTERVAL_S
+from mtpserve.control.master import HEARTBEAT_INTERVAL_S, TOKEN_METADATA_KEY
 from mtpserve.distributed import parse_master_addr
 
 logger = logging.getLogger("mtpserve.control")
@@ -23,8 +23,9 @@ class ControlError(RuntimeError):
 
 
 class RankAgent:
-    def __init__(self, master_node_addr: str, rank: int, world_size: int):
+    def __init__(self, master_node_addr: str, rank: int, world_size: int, token: str | None = None):
         host, port = parse_master_addr(master_node_addr)
+        self._metadata = ((TOKEN_METADATA_KEY, token),) if token else None
         self.rank, self.world_size = rank, world_size
         self.target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._channel = grpc.insecure_channel(self.target)
@@ -40,13 +41,16 @@ class RankAgent:
         last_error = "no reply"
         while True:
             try:
-                reply = call(request, timeout=5.0)
+                reply = call(request, timeout=5.0, metadata=self._metadata)
                 if reply.error:
                     raise ControlError(f"{what}: {reply.error}")
                 if done(reply):
                     return reply
             except grpc.RpcError as e:
                 last_error = f"{e.code().name}: {e.details()}"
+                if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INVALID_ARGUMENT):
+                    raise ControlError(f"{what}: rank 0's control service refused it ({last_error}); is the "
+                                       "cluster token the same on every rank?") from None
             if self.master_lost.is_set():  # heartbeats run: rank 0 was there and is gone
                 raise ControlError(f"{what}: rank 0's control service at {self.target} is gone ({last_error})")
             if time.monotonic() > deadline:
@@ -70,18 +74,24 @@ class RankAgent:
         return reply.num_blocks
 
     def start_heartbeats(self, steps: Callable[[], int] = lambda: 0, lost_after_s: float = 3.0) -> None:
+        """Beats every HEARTBEAT_INTERVAL_S; rank 0 counts as lost (master_lost) once no beat was
+        answered for lost_after_s. Each beat waits at most lost_after_s / 2 for its reply and the
+        clock is checked after every beat, so that a rank 0 that hangs (SIGSTOP: its sockets stay
+        open) is noticed after 3-5 s rather than after several 2 s RPC timeouts."""
         def beat():
             last_ok = time.monotonic()
             while not self._closing.wait(HEARTBEAT_INTERVAL_S):
                 try:
-                    reply = self._stub.Heartbeat(pb.HeartbeatRequest(rank=self.rank, steps=steps()), timeout=2.0)
+                    reply = self._stub.Heartbeat(pb.HeartbeatRequest(rank=self.rank, steps=steps()),
+                                                 timeout=lost_after_s / 2, metadata=self._metadata)
                     last_ok = time.monotonic()
                     if reply.stop:
                         self.stop_reason = reply.error
                         self.stop_requested.set()
                 except grpc.RpcError:
-                    if time.monotonic() - last_ok > lost_after_s:
-                        self.master_lost.set()
+                    pass
+                if time.monotonic() - last_ok > lost_after_s:
+                    self.master_lost.set()
 
         self._beats = threading.Thread(target=beat, name="mtpserve-heartbeat", daemon=True)
         self._beats.start()

@@ -6,10 +6,18 @@ with the reason; Register/Ready then answer with the error, so that starting ran
 heartbeats every HEARTBEAT_INTERVAL_S and a monitor tick of 0.2 s keep detection well within 5 s.
 A monitor that was itself stalled (a long call holding the GIL) restarts the clocks instead of
 blaming the ranks.
+
+Hardening: the service binds the master address only. With a cluster token (MTPSERVE_CLUSTER_TOKEN
+or --cluster_token_file on every rank) every RPC must carry it as the metadata
+`x-mtpserve-cluster-token` (UNAUTHENTICATED otherwise). Every RPC's fields are checked before they
+touch any state: the rank within the world size, Ready and Heartbeat only from a registered rank,
+plausible block counts, no second opinion once the KV-block count is agreed; a refused RPC
+changes nothing (INVALID_ARGUMENT, or the reply's error for Register/Ready).
 """
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from concurrent import futures
@@ -26,12 +34,18 @@ HEARTBEAT_INTERVAL_S = 0.5
 HEARTBEAT_TIMEOUT_S = 2.5
 STARTUP_HEARTBEAT_TIMEOUT_S = 30.0
 _MONITOR_TICK_S = 0.2
+TOKEN_METADATA_KEY = "x-mtpserve-cluster-token"
+MAX_PLAUSIBLE_BLOCKS = 1 << 40  # more KV blocks than any machine holds: a forged or corrupt count
+_MAX_HOSTNAME = 255
 
 
 class ControlMaster(pb_grpc.ControlServicer):
     def __init__(self, world_size: int, heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S,
-                 startup_heartbeat_timeout_s: float = STARTUP_HEARTBEAT_TIMEOUT_S):
+                 startup_heartbeat_timeout_s: float = STARTUP_HEARTBEAT_TIMEOUT_S, token: str | None = None):
         self.world_size = world_size
+        self._token = token.encode() if token else None
+        self.refused = 0  # RPCs refused (no or wrong token, impossible fields)
+        self._agreed: int | None = None  # the KV-block count, once every rank was ready
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.startup_heartbeat_timeout_s = startup_heartbeat_timeout_s
         self.on_failure: Callable[[str], None] | None = None
@@ -40,6 +54,7 @@ class ControlMaster(pb_grpc.ControlServicer):
         self._max_blocks: dict[int, tuple[int, bool]] = {}  # rank -> (blocks that fit, sized from host memory)
         self._last_beat: dict[int, float] = {}
         self._steps: dict[int, int] = {}
+        self._beat_counts: dict[int, int] = {}
         self._serving = False  # heartbeats are judged from here on
         self._stopping = False
         self.failure: str | None = None
@@ -97,6 +112,39 @@ class ControlMaster(pb_grpc.ControlServicer):
                 return False, self.failure
         return True, "ok"
 
+    def dead_local_ranks(self) -> list[int]:
+        """Registered ranks on this host whose process is gone (seen at once, without waiting for
+        their heartbeats to time out)."""
+        import os
+        import socket
+
+        here = socket.gethostname()
+        with self._lock:
+            ranks = sorted(self._ranks.items())
+        dead = []
+        for rank, (pid, host) in ranks:
+            if host != here or pid == os.getpid():
+                continue
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                dead.append(rank)
+            except OSError:
+                pass
+            else:
+                try:  # a zombie (launch's child not reaped yet) is gone too
+                    with open(f"/proc/{pid}/stat") as f:
+                        if f.read().rsplit(") ", 1)[-1][:1] == "Z":
+                            dead.append(rank)
+                except OSError:
+                    pass
+        return dead
+
+    def beats(self, rank: int) -> int:
+        """Heartbeats received from `rank` so far."""
+        with self._lock:
+            return self._beat_counts.get(rank, 0)
+
     def steps(self) -> dict[int, int]:
         with self._lock:
             return dict(self._steps)
@@ -115,7 +163,28 @@ class ControlMaster(pb_grpc.ControlServicer):
 
     # ---- RPCs ---------------------------------------------------------------------------------
 
+    def _authorize(self, context) -> None:
+        """Aborts the RPC (UNAUTHENTICATED) unless it carries the cluster token, when one is set."""
+        if self._token is None:
+            return
+        given = dict(context.invocation_metadata() or ()).get(TOKEN_METADATA_KEY)
+        if given is None or not secrets.compare_digest(str(given).encode(), self._token):
+            with self._lock:
+                self.refused += 1
+            peer = context.peer() if hasattr(context, "peer") else "?"
+            logger.warning("control plane: refused an RPC from %s without the right cluster token", peer)
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong cluster token")
+
+    def _refuse(self, context, message: str) -> None:
+        with self._lock:
+            self.refused += 1
+        logger.warning("control plane: refused an RPC: %s", message)
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
+
     def Register(self, request, context):
+        self._authorize(context)
+        if request.pid <= 0 or len(request.hostname) > _MAX_HOSTNAME:
+            self._refuse(context, f"Register: implausible pid {request.pid} or hostname")
         if request.world_size != self.world_size:
             return pb.RegisterReply(error=f"rank {request.rank} was started with --nnodes={request.world_size}, "
                                           f"but rank 0 with --nnodes={self.world_size}")
@@ -135,16 +204,27 @@ class ControlMaster(pb_grpc.ControlServicer):
             return pb.RegisterReply(all_registered=len(self._ranks) == self.world_size)
 
     def Ready(self, request, context):
+        self._authorize(context)
+        if not 0 <= request.rank < self.world_size:
+            self._refuse(context, f"Ready: rank {request.rank} is outside 0..{self.world_size - 1}")
+        if not 1 <= request.max_blocks <= MAX_PLAUSIBLE_BLOCKS:
+            self._refuse(context, f"Ready: rank {request.rank} reports an implausible {request.max_blocks} KV blocks")
         with self._lock:
             if self.failure:
                 return pb.ReadyReply(error=self.failure)
             if request.rank not in self._ranks:
                 return pb.ReadyReply(error=f"rank {request.rank} is not registered")
-            self._max_blocks[request.rank] = (request.max_blocks, request.shared_host_memory)
+            report = (request.max_blocks, request.shared_host_memory)
+            known = self._max_blocks.get(request.rank)
+            if known is not None and known != report:  # a rank asks again with the same report only
+                return pb.ReadyReply(error=f"rank {request.rank} reported {known[0]} KV blocks already")
+            self._max_blocks[request.rank] = report
             self._last_beat[request.rank] = time.monotonic()
             if len(self._max_blocks) < self.world_size:
                 return pb.ReadyReply(num_blocks=0)
-            return pb.ReadyReply(num_blocks=self._agreed_blocks())
+            if self._agreed is None:
+                self._agreed = self._agreed_blocks()
+            return pb.ReadyReply(num_blocks=self._agreed)
 
     def _agreed_blocks(self) -> int:
         """The minimum over ranks of what fits, where ranks sizing from one host's shared memory get
@@ -159,9 +239,18 @@ class ControlMaster(pb_grpc.ControlServicer):
         return max(1, min(fits))
 
     def Heartbeat(self, request, context):
+        self._authorize(context)
+        if not 0 <= request.rank < self.world_size or request.steps < 0:
+            self._refuse(context, f"Heartbeat: rank {request.rank} is outside 0..{self.world_size - 1} "
+                                  f"(or negative steps)")
+        with self._lock:
+            registered = request.rank in self._ranks
+        if not registered:
+            self._refuse(context, f"Heartbeat: rank {request.rank} has not registered")
         with self._lock:
             self._last_beat[request.rank] = time.monotonic()
             self._steps[request.rank] = request.steps
+            self._beat_counts[request.rank] = self._beat_counts.get(request.rank, 0) + 1
             return pb.HeartbeatReply(stop=self._stopping or self.failure is not None, error=self.failure or "")
 
     # ---- monitor ------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from mtpserve.grpc_api import mtpserve_pb2 as pb
 from mtpserve.grpc_api import mtpserve_pb2_grpc as pb_grpc
 from mtpserve.outputs import Logprob
 from mtpserve.sampling_params import SamplingParams
-from mtpserve.server.async_engine import AsyncEngine, StreamDelta
+from mtpserve.server.async_engine import AsyncEngine, Draining, Overloaded, RequestRefused, StreamDelta
 
 logger = logging.getLogger("mtpserve.grpc")
 
@@ -43,16 +43,49 @@ HEALTH_POLL_S = 0.5  # how often Health.Watch subscribers see a change of health
 HealthCheck = Callable[[], "bool | tuple[bool, str]"]
 
 
+class _Malformed:
+    """A request whose bytes are not a valid message: the handler answers INVALID_ARGUMENT (grpc's
+    own answer would be UNKNOWN with the parser's exception text)."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+
+def _lenient(parse):
+    def deserialize(data: bytes):
+        try:
+            return parse(data)
+        except Exception as e:  # google.protobuf.message.DecodeError and friends
+            return _Malformed(e)
+    return deserialize
+
+
+def _add_generation_service(servicer, server) -> None:
+    """pb_grpc.add_GenerationServicer_to_server, with request parsers that do not raise."""
+    handlers = {
+        "Generate": grpc.unary_stream_rpc_method_handler(
+            servicer.Generate, request_deserializer=_lenient(pb.GenerateRequest.FromString),
+            response_serializer=pb.GenerateResponse.SerializeToString),
+        "Models": grpc.unary_unary_rpc_method_handler(
+            servicer.Models, request_deserializer=_lenient(pb.ModelsRequest.FromString),
+            response_serializer=pb.ModelsResponse.SerializeToString),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
+
+
 class _Refused(Exception):
     """A request the server answers with a status instead of generating."""
 
-    def __init__(self, code: grpc.StatusCode, message: str):
+    def __init__(self, code: grpc.StatusCode, message: str, trailing: tuple = ()):
         super().__init__(message)
-        self.code, self.message = code, message
+        self.code, self.message, self.trailing = code, message, trailing
 
 
 def _health_of(engine: AsyncEngine, health: HealthCheck | None) -> Callable[[], tuple[bool, str]]:
     def check() -> tuple[bool, str]:
+        if engine.draining:
+            return False, "the server is shutting down"
         result = health() if health is not None else (engine.healthy, engine.error or "the engine is not running")
         if isinstance(result, tuple):
             return bool(result[0]), str(result[1])
@@ -134,9 +167,11 @@ class GenerationService(pb_grpc.GenerationServicer):
             self._authorize(context)
         except _Refused as e:
             await context.abort(e.code, e.message)
+        if isinstance(request, _Malformed):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the request is not a valid ModelsRequest message")
         return pb.ModelsResponse(models=[self._card])
 
-    def _prompt(self, request) -> tuple[list[int], str | None]:
+    async def _prompt(self, request) -> tuple[list[int], str | None]:
         kind = request.WhichOneof("prompt")
         tokenizer = self.engine.tokenizer
         if kind is None:
@@ -148,31 +183,44 @@ class GenerationService(pb_grpc.GenerationServicer):
             text = None
         elif request.chat:
             try:
-                text = tokenizer.apply_chat_template([{"role": "user", "content": request.text}],
-                                                     add_generation_prompt=True)
+                text = await self.engine.run_off_loop(tokenizer.apply_chat_template,
+                                                      [{"role": "user", "content": request.text}], True)
             except (ValueError, TemplateError) as e:
                 raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, f"chat: {e}") from None
-            ids = tokenizer.encode(text, add_special_tokens=False)
+            ids = await self._encode(text, add_special_tokens=False)
         else:
             text = request.text
-            ids = tokenizer.encode(text)
+            ids = await self._encode(text)
         if not ids:
             raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, "prompt: is empty")
         return ids, text
 
-    def _submit(self, request, context):
+    async def _encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        try:
+            return await self.engine.encode(text, add_special_tokens)
+        except RequestRefused as e:
+            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, str(e)) from None
+
+    async def _submit(self, request, context):
         self._authorize(context)
+        if isinstance(request, _Malformed):
+            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, "the request is not a valid GenerateRequest message")
         if request.model and request.model != self.model:
             raise _Refused(grpc.StatusCode.NOT_FOUND,
                            f"the model {request.model!r} does not exist; this server serves {self.model!r}")
-        ids, text = self._prompt(request)
+        try:
+            self.engine.precheck_admission()  # a burst is refused before any tokenizing
+        except Overloaded as e:
+            raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e),
+                           (("retry-after", str(e.retry_after_s)),)) from None
+        ids, text = await self._prompt(request)
         n, limit = len(ids), self.engine.max_model_len
         if n >= limit:
             raise _Refused(grpc.StatusCode.INVALID_ARGUMENT,
                            f"this model's maximum context length is {limit} tokens, but the prompt has {n} tokens, "
                            f"which leaves no room to generate; shorten the prompt")
         try:
-            params = sampling_params(request.sampling_params, default_max_tokens=limit - n)
+            params = sampling_params(request.sampling_params, default_max_tokens=self.engine.default_max_tokens(n))
         except ValueError as e:
             raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, f"sampling_params: {e}") from None
         if n + params.max_tokens > limit:
@@ -188,6 +236,11 @@ class GenerationService(pb_grpc.GenerationServicer):
             raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, "request_id: must not be empty when set")
         try:
             return self.engine.add_request(ids, params, text, request_id=given_id or f"grpc-{uuid.uuid4().hex}")
+        except Overloaded as e:
+            raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e),
+                           (("retry-after", str(e.retry_after_s)),)) from None
+        except Draining as e:
+            raise _Refused(grpc.StatusCode.UNAVAILABLE, str(e)) from None
         except ValueError as e:
             code = grpc.StatusCode.ALREADY_EXISTS if given_id and "already in use" in str(e) \
                 else grpc.StatusCode.INVALID_ARGUMENT
@@ -199,9 +252,9 @@ class GenerationService(pb_grpc.GenerationServicer):
         # context.write rather than an async generator: cancellation (client gone, deadline) then
         # always lands in this frame, and the finally clause aborts the request in the engine.
         try:
-            stream = self._submit(request, context)
+            stream = await self._submit(request, context)
         except _Refused as e:
-            await context.abort(e.code, e.message)
+            await context.abort(e.code, e.message, trailing_metadata=e.trailing)
         failure = None
         try:
             async for d in stream:
@@ -211,6 +264,8 @@ class GenerationService(pb_grpc.GenerationServicer):
                 await context.write(response(d))
         finally:
             stream.close()
+        if failure is not None and stream.timed_out:
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, failure)
         if failure is not None:
             ok, reason = self.check_health()
             code = grpc.StatusCode.INTERNAL if ok else grpc.StatusCode.UNAVAILABLE
@@ -258,7 +313,7 @@ class GrpcServer:
 
     async def start(self) -> "GrpcServer":
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        pb_grpc.add_GenerationServicer_to_server(self.generation, server)
+        _add_generation_service(self.generation, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         try:

@@ -12,8 +12,8 @@ from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from mtpserve.sampling_params import SamplingParams
-from mtpserve.server.async_engine import AsyncEngine, RequestStream
-from mtpserve.server.auth import ApiKeyMiddleware
+from mtpserve.server.async_engine import AsyncEngine, Draining, Overloaded, RequestRefused, RequestStream
+from mtpserve.server.auth import ApiKeyMiddleware, BodySizeLimitMiddleware
 from mtpserve.server.errors import APIError, error_body, install_error_handlers
 from mtpserve.server.metrics import ServerMetrics
 from mtpserve.server.protocol import (ChatCompletionRequest, CompletionRequest, chat_logprobs,
@@ -24,15 +24,24 @@ from mtpserve.server.sse import DONE, SSEResponse, sse, unless_disconnected
 HealthCheck = Callable[[], "bool | tuple[bool, str]"]
 
 
+# The largest request body taken by default (413 beyond it): far more than the longest context in
+# JSON, far less than what would stall the server while it is parsed.
+DEFAULT_MAX_BODY_BYTES = 16 << 20
+
+
 def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | None = None,
-              health: HealthCheck | None = None, model_root: str | None = None) -> FastAPI:
+              health: HealthCheck | None = None, model_root: str | None = None,
+              max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """health defaults to the engine's own (its output thread is alive); a multi-rank server
-    passes one that also knows about the other ranks."""
+    passes one that also knows about the other ranks. model_root is what /v1/models shows as
+    the model's root (a name, not a path of the server's file system)."""
     app = FastAPI(title="mtpserve", docs_url=None, redoc_url=None, openapi_url=None)
     install_error_handlers(app)
+    # Added last = outermost: the key is checked before the body is read.
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes)
     if api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=api_key)
-    metrics = ServerMetrics(engine.stats, served_model_name)
+    metrics = ServerMetrics(engine.stats, served_model_name, rejected=lambda: dict(engine.rejected))
     engine.add_finish_listener(metrics.observe)
     app.state.engine, app.state.metrics = engine, metrics
     created = int(time.time())
@@ -44,6 +53,9 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
         return bool(result), "the server is unhealthy"
 
     def require_healthy() -> None:
+        if engine.draining:
+            engine.count_rejected("draining")
+            raise APIError(503, "the server is shutting down and takes no new requests", code="service_unavailable")
         ok, reason = check_health()
         if not ok:
             raise APIError(503, f"the server cannot take requests: {reason}", code="service_unavailable")
@@ -62,6 +74,10 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     @app.get("/health")
     async def get_health():
         ok, reason = check_health()
+        if ok and engine.draining:
+            return JSONResponse({"status": "draining", **error_body("the server is shutting down",
+                                                                    "service_unavailable", code="draining")},
+                                status_code=503)
         if ok:
             return {"status": "ok"}
         return JSONResponse({"status": "unhealthy", **error_body(reason, "service_unavailable",
@@ -85,7 +101,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     def submit(prompt_ids: list[int], prompt_text: str | None, max_tokens: int | None,
                make_params: Callable[[int], SamplingParams], prompt_param: str, request_id: str) -> RequestStream:
         n, limit = len(prompt_ids), engine.max_model_len
-        params = make_params(max(limit - n, 1))  # omitted max_tokens: whatever context is left
+        params = make_params(engine.default_max_tokens(n))  # omitted max_tokens: whatever context is left
         if n >= limit:
             raise APIError(400, f"this model's maximum context length is {limit} tokens, but the prompt has {n} "
                                 f"tokens, which leaves no room to generate; shorten the prompt",
@@ -98,10 +114,35 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
         require_healthy()
         try:
             return engine.add_request(prompt_ids, params, prompt_text, request_id=request_id)
+        except RequestRefused as e:
+            param = prompt_param if e.param == "prompt" else e.param
+            if param == "max_tokens" and max_tokens is None:
+                param = prompt_param  # the default max_tokens fits the cache: the prompt does not
+            raise APIError(400, str(e), param=param, code=e.code) from None
         except ValueError as e:
             raise APIError(400, str(e), param=prompt_param) from None
+        except Overloaded as e:
+            raise APIError(503, str(e), code="server_overloaded",
+                           headers={"Retry-After": str(e.retry_after_s)}) from None
+        except Draining as e:
+            raise APIError(503, str(e), code="service_unavailable") from None
         except RuntimeError as e:
             raise APIError(503, str(e), code="service_unavailable") from None
+
+    def precheck() -> None:
+        """Refuses at once what admission control would refuse after tokenizing."""
+        require_healthy()
+        try:
+            engine.precheck_admission()
+        except Overloaded as e:
+            raise APIError(503, str(e), code="server_overloaded",
+                           headers={"Retry-After": str(e.retry_after_s)}) from None
+
+    async def tokenize(text: str, param: str, add_special_tokens: bool = True) -> list[int]:
+        try:
+            return await engine.encode(text, add_special_tokens, param=param)
+        except RequestRefused as e:
+            raise APIError(400, str(e), param=param, code=e.code) from None
 
     async def complete(raw: Request, stream: RequestStream) -> RequestStream | Response:
         """Runs a non-streaming request to its end; a client that disconnects first aborts it."""
@@ -115,6 +156,8 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
             stream.close()
         if not done:
             return Response(status_code=499)  # nobody is listening any more
+        if stream.timed_out:
+            raise APIError(504, stream.state.error, code="request_timeout", type="timeout_error")
         if stream.state.error:
             raise APIError(500, f"generation failed: {stream.state.error}")
         return stream
@@ -122,9 +165,10 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     @app.post("/v1/completions")
     async def create_completion(body: CompletionRequest, raw: Request):
         check_model(body.model)
+        precheck()
         prompt = body.single_prompt()
         if isinstance(prompt, str):
-            text, ids = prompt, engine.tokenizer.encode(prompt)
+            text, ids = prompt, await tokenize(prompt, "prompt")
         else:
             text, ids = None, list(prompt)
         request_id = f"cmpl-{uuid.uuid4().hex}"
@@ -174,11 +218,12 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     @app.post("/v1/chat/completions")
     async def create_chat_completion(body: ChatCompletionRequest, raw: Request):
         check_model(body.model)
+        precheck()
         try:
-            text = engine.tokenizer.apply_chat_template(body.messages, add_generation_prompt=True)
+            text = await engine.run_off_loop(engine.tokenizer.apply_chat_template, body.messages, True)
         except (ValueError, TemplateError) as e:
             raise APIError(400, str(e), param="messages") from None
-        ids = engine.tokenizer.encode(text, add_special_tokens=False)
+        ids = await tokenize(text, "messages", add_special_tokens=False)
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
         stream = submit(ids, text, body.requested_max_tokens, body.sampling_params, "messages", request_id)
         model, created_at = body.model or served_model_name, int(time.time())

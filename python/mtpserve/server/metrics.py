@@ -67,8 +67,26 @@ class EngineStatsCollector(Collector):
         yield per_pos
 
 
+REJECT_REASONS = ("queue_len", "queued_tokens", "draining")
+
+
+class RejectedCollector(Collector):
+    """Requests refused by admission control, by reason (read from the AsyncEngine's counters)."""
+
+    def __init__(self, rejected: Callable[[], dict], model_name: str):
+        self._rejected, self._model_name = rejected, model_name
+
+    def collect(self) -> Iterable[Metric]:
+        counts = self._rejected()
+        c = CounterMetricFamily("mtpserve:request_rejected", "Requests refused by admission control (503), "
+                                "by reason.", labels=["model_name", "reason"])
+        for reason in sorted(set(REJECT_REASONS) | set(counts)):
+            c.add_metric([self._model_name, reason], counts.get(reason, 0))
+        yield c
+
+
 class ServerMetrics:
-    def __init__(self, stats: Callable[[], object], model_name: str):
+    def __init__(self, stats: Callable[[], object], model_name: str, rejected: Callable[[], dict] | None = None):
         self.registry = CollectorRegistry()
         self.model_name = model_name
         labels = ["model_name"]
@@ -89,6 +107,8 @@ class ServerMetrics:
         self.e2e = Histogram("mtpserve:e2e_request_latency_seconds", "Time from arrival to the end of a request.",
                              labels, buckets=_LATENCY_BUCKETS, registry=self.registry).labels(model_name)
         self.registry.register(EngineStatsCollector(stats, model_name))
+        if rejected is not None:
+            self.registry.register(RejectedCollector(rejected, model_name))
 
     def observe(self, state: RequestState) -> None:
         """Records one ended request (finished, failed or aborted)."""

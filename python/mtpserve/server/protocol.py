@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from mtpserve.outputs import Logprob
 from mtpserve.sampling_params import SamplingParams
+from mtpserve.server.async_engine import RequestRefused, check_text
 from mtpserve.server.errors import APIError
 
 
@@ -65,6 +66,11 @@ class _SamplingRequest(_Strict):
                                       stop_token_ids=self.stop_token_ids, ignore_eos=self.ignore_eos,
                                       skip_special_tokens=self.skip_special_tokens, seed=self.seed,
                                       include_stop_str_in_output=self.include_stop_str_in_output)
+        for stop in ([self.stop] if isinstance(self.stop, str) else self.stop or []):
+            try:
+                check_text(stop, "stop")
+            except RequestRefused as e:
+                raise APIError(400, str(e), param="stop") from None
         for name in ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty"):
             if getattr(self, name) is not None:
                 values[name] = getattr(self, name)

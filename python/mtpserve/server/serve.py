@@ -8,6 +8,7 @@ import signal
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
@@ -17,11 +18,51 @@ from mtpserve.engine_args import EngineArgs
 logger = logging.getLogger("mtpserve.server")
 
 
+@dataclass
+class ServeOptions:
+    """Limits and behaviour of `mtpserve serve` beyond the engine's own arguments."""
+    max_queue_len: int | None = None  # requests waiting for their first output; more get 503
+    max_queued_tokens: int | None = None  # prompt tokens of those; more get 503
+    request_timeout_s: float | None = None  # every request is aborted after this
+    max_body_bytes: int = 16 << 20  # larger HTTP bodies get 413
+    shutdown_timeout_s: float = 30.0  # SIGTERM: running requests get this long to finish
+    exit_on_rank_failure: bool = True  # rank 0 exits (code 1) once a failed group's requests are failed
+    cluster_token: str | None = None  # required on every control-plane RPC (multi-rank)
+
+
+def model_root(model: str | None) -> str:
+    """What the APIs show as a model's root: the directory's name, never a path of this machine."""
+    return Path(str(model)).name if model else "model"
+
+
+def bind_socket(host: str, port: int, what: str = "the HTTP API") -> socket.socket:
+    """A listening socket on host:port, so that a port in use is found before the model loads."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        raise ValueError(f"cannot serve {what} on {host}:{port}: {e.strerror or e} (is another server "
+                         f"running there?)") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def check_port_free(host: str, port: int, what: str) -> None:
+    bind_socket(host, port, what).close()
+
+
 def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
           served_model_name: str | None = None, log_level: str = "info", grpc_port: int = 0, nnodes: int = 1,
-          master_node_addr: str | None = None) -> None:
+          master_node_addr: str | None = None, options: ServeOptions | None = None) -> None:
     """Loads the engine, serves the OpenAI API (and the gRPC API when grpc_port is not 0, on the same
     event loop over the same engine) until SIGINT/SIGTERM, then shuts the engine down.
+
+    The ports are bound (HTTP) or checked (gRPC) before the model loads: a port in use fails at
+    once. SIGTERM drains: no new requests (503, /health "draining"), running ones get
+    options.shutdown_timeout_s to finish, the rest end with an error; a second signal exits now.
 
     nnodes > 1: this is rank 0 of a tensor-parallel group (mtpserve.ranks): it also runs the
     control service at master_node_addr, waits for the other ranks, and /health reports them."""
@@ -31,26 +72,40 @@ def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: 
 
     import prometheus_client
 
+    options = options or ServeOptions()
     logging.basicConfig(level=log_level.upper() if log_level != "trace" else "DEBUG",
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     prometheus_client.disable_created_metrics()  # no *_created samples next to every counter
+    http_socket = bind_socket(host, port)
+    if grpc_port:
+        check_port_free(host, grpc_port, "the gRPC API")
     name = served_model_name or Path(args.model).resolve().name
+    limits = dict(max_queue_len=options.max_queue_len, max_queued_tokens=options.max_queued_tokens,
+                  request_timeout_s=options.request_timeout_s)
     ranks = None
+    server: _Server | None = None
     if nnodes > 1:
         from mtpserve.ranks import MasterRank
 
-        ranks = MasterRank(args, nnodes, master_node_addr)
-        engine = AsyncEngine(ranks.core)
+        ranks = MasterRank(args, nnodes, master_node_addr, cluster_token=options.cluster_token)
+        engine = AsyncEngine(ranks.core, **limits)
+        engine.describe_failure = ranks.describe_failure
 
         def on_rank_failure(reason: str) -> None:
+            reason = ranks.describe_failure(reason)
             ranks.core.engine.fail(reason)  # no further collective; the engine ends its requests
             engine.fail(reason)  # and the streams end now, even if the engine is stuck in a collective
+            if options.exit_on_rank_failure and server is not None:
+                logger.error("rank 0: exiting, so that a supervisor can restart the group "
+                             "(--exit_on_rank_failure=false keeps this rank up, answering 503)")
+                server.exit_when_idle(grace_s=2.0)
 
         ranks.serving(on_rank_failure)
     else:
-        engine = AsyncEngine(EngineCore(args))
+        engine = AsyncEngine(EngineCore(args), **limits)
     try:
-        app = build_app(engine, name, api_key=api_key, model_root=str(args.model),
+        root = model_root(args.model)
+        app = build_app(engine, name, api_key=api_key, model_root=root, max_body_bytes=options.max_body_bytes,
                         health=ranks.health if ranks else None)
         logger.info("serving %s (max_model_len %d) on http://%s:%d", name, engine.max_model_len, host, port)
         grpc_server = None
@@ -58,12 +113,16 @@ def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: 
             from mtpserve.grpc_api.server import GrpcServer
 
             grpc_server = GrpcServer(engine, name, host=host, port=grpc_port, api_key=api_key,
-                                     model_root=str(args.model), health=ranks.health if ranks else None)
+                                     model_root=root, health=ranks.health if ranks else None)
         # grpc.aio is only known to be solid on asyncio's own loop, so no uvloop next to it.
         loop = {"loop": "asyncio"} if grpc_server else {}
-        _Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5, **loop),
-                grpc_server).run()
+        server = _Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
+                                        **loop), grpc_server, engine, options.shutdown_timeout_s)
+        if ranks is not None and not ranks.health()[0] and options.exit_on_rank_failure:
+            server.exit_when_idle(grace_s=2.0)  # the group failed while this was being set up
+        server.run(sockets=[http_socket])
     finally:
+        http_socket.close()
         if ranks is None:
             engine.shutdown()
         else:
@@ -93,9 +152,39 @@ class _Server(uvicorn.Server):
     re-raise the signal afterwards and kill the process before the engine is shut down. A gRPC
     server, if given, runs on the same event loop for as long as the HTTP server does."""
 
-    def __init__(self, config: uvicorn.Config, grpc_server=None):
+    def __init__(self, config: uvicorn.Config, grpc_server=None, engine=None, shutdown_timeout_s: float = 30.0):
         super().__init__(config)
         self.grpc_server = grpc_server
+        self.engine, self.shutdown_timeout_s = engine, shutdown_timeout_s
+        self._draining = False
+
+    def handle_exit(self, sig, frame) -> None:
+        """The first SIGINT/SIGTERM drains (see serve()); a second one exits at once."""
+        if self._draining or self.engine is None or self.shutdown_timeout_s <= 0:
+            return super().handle_exit(sig, frame)
+        self._draining = True
+        self.engine.drain()
+        logger.info("draining: no new requests; %d open requests get up to %g s to finish (a second signal "
+                    "exits now)", self.engine.num_open_streams, self.shutdown_timeout_s)
+        self.exit_when_idle(self.shutdown_timeout_s)
+
+    def exit_when_idle(self, grace_s: float) -> None:
+        """Ends the server once no request is open, or after grace_s, failing what is left."""
+        def wait() -> None:
+            deadline = time.monotonic() + grace_s
+            while self.engine.num_open_streams and time.monotonic() < deadline:
+                time.sleep(0.05)
+            left = self.engine.num_open_streams
+            if left:
+                logger.warning("%d requests were still running after %g s: ending them", left, grace_s)
+                self.engine.fail_open(f"the server shut down before the request finished (it waited {grace_s:g} s "
+                                      "for running requests)")
+                deadline = time.monotonic() + 2.0  # their error responses are written
+                while self.engine.num_open_streams and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            self.should_exit = True
+
+        threading.Thread(target=wait, name="mtpserve-drain", daemon=True).start()
 
     async def serve(self, sockets=None):
         if self.grpc_server is None:
