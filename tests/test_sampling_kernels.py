@@ -99,6 +99,8 @@ CASES = {
     "min-p": dict(min_p=[0.05, 0.3, 0.0]),
     "penalties": dict(temperature=[0.0, 1.0], presence_penalty=[0.0, 0.8, -0.5], frequency_penalty=[0.0, 0.4, 1.5]),
     "mixed": CHOICES,
+    # Every row greedy: the step skips the sort (with penalties, so the argmax is of the penalised logits).
+    "all-greedy": dict(temperature=[0.0], presence_penalty=[0.0, 0.8], frequency_penalty=[0.0, 1.5]),
 }
 
 

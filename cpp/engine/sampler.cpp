@@ -83,7 +83,10 @@ std::vector<SampledSequence> Sampler::sample(const at::Tensor& logits,
                                &b.seed, &b.first_draw, &b.greedy},
                               at::kLong, device_);
   const int64_t seqs = static_cast<int64_t>(requests.size());
-  auto probs = ops_->sampling_probs(logits.to(at::kFloat), {f[0], i[0], f[1], f[2], f[3], f[4], i[1], i[2]});
+  const bool all_greedy = std::all_of(requests.begin(), requests.end(),
+                                      [](const SampleRequest& r) { return r.params->greedy(); });
+  auto probs = ops_->sampling_probs(logits.to(at::kFloat),
+                                    {f[0], i[0], f[1], f[2], f[3], f[4], i[1], i[2], all_greedy});
   auto sampled = ops_->sample_and_verify(probs, {i[3], i[4], i[5].view({seqs, max_drafts}), i[6], i[7],
                                                  i[8].to(at::kBool)},
                                          max_drafts);

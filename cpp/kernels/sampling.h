@@ -18,6 +18,7 @@ struct SamplingTensors {
   at::Tensor frequency_penalty;  // [rows] float32
   at::Tensor penalty_tokens;     // [n] int64: each row's output tokens so far, concatenated (n may be 0)
   at::Tensor penalty_rows;       // [n] int64: the row each penalty token counts for
+  bool all_greedy = false;       // known on the host: every row is greedy, so nothing needs sorting
 };
 
 // [rows, vocab] float32: logits - frequency * count - presence * [count > 0], then temperature,

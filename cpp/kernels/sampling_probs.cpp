@@ -74,6 +74,7 @@ at::Tensor sampling_probs(const at::Tensor& logits, const SamplingTensors& s) {
   auto adjusted = penalised(logits.to(at::kFloat), s);
   auto greedy = s.temperature == 0;
   auto one_hot = at::zeros_like(adjusted).scatter_(1, adjusted.argmax(-1, /*keepdim=*/true), 1.0);
+  if (s.all_greedy) return one_hot;
   return at::where(greedy.unsqueeze(1), one_hot, filtered(adjusted, s, greedy));
 }
 
