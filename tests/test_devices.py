@@ -40,3 +40,11 @@ def test_serve_on_a_missing_npu_exits_with_one_line(tmp_path):
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "npu:0" in lines[0] and "torch_npu" in lines[0], result.stderr
+
+
+def test_the_readme_generate_command_runs(tiny_model_dir, capsys):
+    from mtpserve.cli import main
+
+    assert main(["generate", "--model", str(tiny_model_dir), "--prompt", "hello", "--max_tokens", "4",
+                 "--num_speculative_tokens", "1", "--max_cache_blocks", "16"]) == 0
+    assert capsys.readouterr().out.strip()

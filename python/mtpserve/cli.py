@@ -34,15 +34,19 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                              "under any load, in bf16 too (CPU only; costs throughput, see docs/benchmarks.md)")
 
 
+def engine_kwargs(ns: argparse.Namespace) -> dict:
+    return {f.name: getattr(ns, f.name) for f in dataclasses.fields(EngineArgs) if f.init}
+
+
 def engine_args(ns: argparse.Namespace) -> EngineArgs:
-    return EngineArgs(**{f.name: getattr(ns, f.name) for f in dataclasses.fields(EngineArgs) if f.init})
+    return EngineArgs(**engine_kwargs(ns))
 
 
 def cmd_generate(ns: argparse.Namespace) -> int:
     from mtpserve.llm import LLM
     from mtpserve.sampling_params import SamplingParams
 
-    llm = LLM(**vars(engine_args(ns)))
+    llm = LLM(**engine_kwargs(ns))
     params = SamplingParams(max_tokens=ns.max_tokens, temperature=ns.temperature, top_p=ns.top_p, top_k=ns.top_k,
                             seed=ns.sampling_seed)
     try:
