@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from mtp_divergence import TOPICS  # the same prompt topics (scripts/ is on the path when run)
 from mtpserve import LLM, SamplingParams
-
-TOPICS = ["the ocean", "a city at night", "learning to cook", "the history of chess", "mountain weather",
-          "a small robot", "train travel", "an old library"]
 
 
 def main() -> None:

@@ -21,16 +21,21 @@ def master():
     m.stop(grace_s=0.5)
 
 
+def register_together(*agents):
+    """Registers every agent at once (registration waits for the whole world), boundedly."""
+    threads = [threading.Thread(target=a.register, kwargs={"timeout_s": 10}) for a in agents]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+
+
 def test_register_ready_heartbeat_and_failure(master):
     failures = []
     rank0, rank1 = RankAgent(master.addr, 0, 2), RankAgent(master.addr, 1, 2)
     with pytest.raises(ControlError, match="gave up"):  # rank 1 is not there yet
         rank0.register(timeout_s=0.3)
-    threads = [threading.Thread(target=a.register, kwargs={"timeout_s": 10}) for a in (rank0, rank1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(15)
+    register_together(rank0, rank1)
     blocks = {}
     threads = [threading.Thread(target=lambda a=a, n=n: blocks.__setitem__(a.rank, a.ready(n, timeout_s=10)))
                for a, n in ((rank0, 120), (rank1, 80))]
@@ -65,11 +70,7 @@ def test_register_ready_heartbeat_and_failure(master):
 
 def test_shared_host_memory_is_split_among_its_ranks(master):
     rank0, rank1 = RankAgent(master.addr, 0, 2), RankAgent(master.addr, 1, 2)
-    threads = [threading.Thread(target=a.register, kwargs={"timeout_s": 10}) for a in (rank0, rank1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(15)
+    register_together(rank0, rank1)
     # Ranks sizing from one host's shared RAM get an equal part of it.
     got = []
     other = threading.Thread(target=lambda: got.append(rank1.ready(200, True, timeout_s=10)), daemon=True)
@@ -158,11 +159,7 @@ def test_forged_heartbeats_and_ready_change_nothing(master):
     import grpc
 
     rank0, rank1 = RankAgent(master.addr, 0, 2), RankAgent(master.addr, 1, 2)
-    threads = [threading.Thread(target=a.register, kwargs={"timeout_s": 10}) for a in (rank0, rank1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(15)
+    register_together(rank0, rank1)
     master.start_serving()
     rank1.start_heartbeats()
     for rank in (7, -1, 2):  # outside the world
