@@ -61,6 +61,7 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
     if (!runner_.has_mtp()) throw std::invalid_argument("num_speculative_tokens > 0 needs an MTP layer and its cache");
     drafter_.emplace(runner_, config_.block_size);
   }
+  if (config_.enable_graph) runner_.capture_graphs(graph_plan());
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -234,8 +235,8 @@ void Engine::step() {
   if (plan.empty()) return;
   try {
     auto clock = std::chrono::steady_clock::now();
-    StepInput input = build_step_input(plan.scheduled, config_.block_size, runner_.device());
-    at::Tensor logits = runner_.run(StepKind::kTarget, input);
+    StepInput input = build_step_input(plan.scheduled, config_.block_size, decode_shape(plan));
+    at::Tensor logits = runner_.run_target(input);
     const double target_time = seconds_since(clock);
     std::vector<SampledSequence> sampled = sample(input, plan, logits);
 
@@ -339,6 +340,37 @@ void Engine::draft(const SchedulerOutput& plan, const StepInput& input, const st
     const size_t end = std::min(request.forced_drafts.size(), n + r.num_drafts);
     r.seq->draft_tokens.assign(request.forced_drafts.begin() + std::min(n, end), request.forced_drafts.begin() + end);
   }
+}
+
+GraphPlan Engine::graph_plan() const {
+  GraphPlan plan;
+  const int64_t most = std::min(config_.graph_max_batch, config_.scheduler.max_seqs_per_batch);
+  // 1, 2, 4, 8, 16, 24, 32, then steps of 16, and the most itself.
+  for (int64_t size : {1, 2, 4, 8, 16, 24}) {
+    if (size < most) plan.batch_sizes.push_back(size);
+  }
+  for (int64_t size = 32; size < most; size += 16) plan.batch_sizes.push_back(size);
+  if (most >= 1) plan.batch_sizes.push_back(most);
+  plan.num_speculative_tokens = config_.num_speculative_tokens;
+  // Padded rows may reach k positions past the last real one.
+  plan.max_context_len = config_.max_model_len + config_.num_speculative_tokens + 1;
+  plan.table_width = (plan.max_context_len + config_.block_size - 1) / config_.block_size;
+  return plan;
+}
+
+// A step of decodes only (each sequence feeds its last token and its drafts) has a graph's shape,
+// padded to the smallest captured one that holds it.
+std::optional<StepShape> Engine::decode_shape(const SchedulerOutput& plan) const {
+  int64_t rows = 0;
+  for (const auto& s : plan.scheduled) {
+    const Sequence& seq = *s.seq;
+    if (seq.num_computed_tokens != seq.num_tokens() - 1 ||
+        s.num_new_tokens != 1 + static_cast<int64_t>(seq.draft_tokens.size())) {
+      return std::nullopt;
+    }
+    rows = std::max(rows, s.num_new_tokens);
+  }
+  return runner_.target_shape(static_cast<int64_t>(plan.scheduled.size()), rows);
 }
 
 bool Engine::append_tokens(Request& request, const std::vector<int64_t>& tokens, RequestOutput& out) {

@@ -35,6 +35,10 @@ struct EngineConfig {
   std::vector<int64_t> eos_token_ids;
   uint64_t seed = 0;  // seeds requests that bring no seed of their own
   int64_t num_speculative_tokens = 0;  // k MTP drafts per step; 0 disables MTP
+  // Decode steps of up to graph_max_batch sequences replay graphs captured at start-up, on devices
+  // that have them (CUDA) and a model on one rank.
+  bool enable_graph = true;
+  int64_t graph_max_batch = 256;
 };
 
 struct EngineStats {
@@ -65,6 +69,7 @@ class Engine {
   // Outputs gathered so far, waiting up to timeout_s for the first one.
   std::vector<RequestOutput> get_outputs(double timeout_s);
   EngineStats stats() const;
+  size_t num_graphs() const { return runner_.num_graphs(); }
   // Marks the engine failed (a rank died): open requests end with `reason`, new ones are refused.
   void fail(const std::string& reason);
   // The reason the engine failed, if it has.
@@ -88,6 +93,8 @@ class Engine {
   void record_verification(Request& request, int64_t drafts, int64_t accepted);
   void draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs);
   int64_t draft_budget(const Sequence& seq) const;
+  GraphPlan graph_plan() const;
+  std::optional<StepShape> decode_shape(const SchedulerOutput& plan) const;
   void fail_step(const SchedulerOutput& plan, const std::string& error);
   void fail_sequence(int64_t seq_id, const std::string& error);
   void fail_all(const std::string& error);

@@ -13,6 +13,7 @@
 #include "kernels/moe.h"
 #include "kernels/norm_rope.h"
 #include "kernels/sampling.h"
+#include "kernels/step_graph.h"
 
 namespace mtpserve::kernels {
 
@@ -30,6 +31,8 @@ struct KernelOps {
   // Unset (nullptr) in a device's table: ops_for() gives the generic torch versions.
   LinearFn linear = nullptr;
   HeadMatmulFn head_matmul = nullptr;
+  // Unset where the device has no graphs: every step runs eagerly there.
+  CaptureGraphFn capture_graph = nullptr;
 };
 
 // The kernels for `device` (its batch-invariant table with `batch_invariant`); throws

@@ -25,13 +25,16 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                        ("max_cache_blocks", int), ("max_tokens_per_batch", int), ("max_seqs_per_batch", int),
                        ("enable_prefix_cache", parse_bool), ("enable_chunked_prefill", parse_bool),
                        ("max_model_len", int), ("draft_model", str), ("draft_devices", str),
-                       ("num_speculative_tokens", int), ("seed", int)):
+                       ("num_speculative_tokens", int), ("seed", int), ("graph_max_batch", int)):
         parser.add_argument(f"--{name}", type=kind, default=defaults[name].default)
     parser.add_argument("--batch_invariant", type=parse_bool, nargs="?", const=True,
                         default=defaults["batch_invariant"].default,
                         help="batch-invariant kernels: each token's result is bit-identical whatever else runs in "
                              "its step, so greedy MTP output equals no-MTP output and a seeded request repeats "
                              "under any load, in bf16 too (CPU only; costs throughput, see docs/benchmarks.md)")
+    parser.add_argument("--enable_graph", type=parse_bool, default=defaults["enable_graph"].default,
+                        help="replay CUDA graphs, captured at start-up, for decode steps of up to --graph_max_batch "
+                             "sequences (GPUs only; false runs every step eagerly)")
 
 
 def engine_kwargs(ns: argparse.Namespace) -> dict:
