@@ -8,17 +8,11 @@
 
 #include "dist/step_broadcast.h"
 #include "engine/step_input.h"
+#include "kernels/kernel_ops.h"
 
 namespace mtpserve {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point& start) {
-  const auto now = std::chrono::steady_clock::now();
-  const double s = std::chrono::duration<double>(now - start).count();
-  start = now;
-  return s;
-}
 
 const char* reason_name(FinishReason reason) {
   switch (reason) {
@@ -52,7 +46,9 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
       scheduler_(config_.scheduler, blocks_),
       runner_(target, std::move(caches), config_.num_speculative_tokens > 0 ? mtp : nullptr, std::move(mtp_cache)),
       sampler_(runner_.device()),
-      seeds_(config_.seed) {
+      seeds_(config_.seed),
+      target_timer_(kernels::ops_for(runner_.device()).make_step_timer()),
+      draft_timer_(kernels::ops_for(runner_.device()).make_step_timer()) {
   if (tp_.enabled() && tp_.rank() != 0) {
     throw std::invalid_argument("the Engine runs on tensor-parallel rank 0; ranks 1..N-1 run a Worker");
   }
@@ -234,10 +230,11 @@ void Engine::step() {
   }
   if (plan.empty()) return;
   try {
-    auto clock = std::chrono::steady_clock::now();
     StepInput input = build_step_input(plan.scheduled, config_.block_size, decode_shape(plan));
+    target_timer_->start();
     at::Tensor logits = runner_.run_target(input);
-    const double target_time = seconds_since(clock);
+    target_timer_->stop();
+    const auto launched = std::chrono::steady_clock::now();
     std::vector<SampledSequence> sampled = sample(input, plan, logits);
 
     std::vector<RequestOutput> outputs;
@@ -272,13 +269,17 @@ void Engine::step() {
       }
       outputs.push_back(std::move(out));
     }
-    const double sample_time = seconds_since(clock);
-    if (drafter_) draft(plan, input, first_pairs);
+    const double sample_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count();
+    if (drafter_) {
+      draft_timer_->start();
+      draft(plan, input, first_pairs);
+      draft_timer_->stop();
+    }
     {
       std::lock_guard lock(stats_mutex_);
-      stats_.target_seconds += target_time;
+      stats_.target_seconds += target_timer_->seconds();
       stats_.sample_seconds += sample_time;
-      stats_.draft_seconds += seconds_since(clock);
+      if (drafter_) stats_.draft_seconds += draft_timer_->seconds();
     }
     for (const auto& s : plan.scheduled) {
       if (!s.seq->is_finished()) blocks_.commit(*s.seq);

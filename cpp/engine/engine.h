@@ -23,6 +23,7 @@
 #include "engine/mtp_drafter.h"
 #include "engine/request_output.h"
 #include "engine/sampler.h"
+#include "kernels/step_timer.h"
 
 namespace mtpserve {
 
@@ -46,7 +47,9 @@ struct EngineStats {
   double kv_usage = 0;
   uint64_t prefix_queries = 0, prefix_hits = 0;
   uint64_t prompt_tokens = 0, generation_tokens = 0, steps = 0, preemptions = 0;
-  // Cumulative seconds in the target forward, in sampling + verification, and in MTP drafting.
+  // Cumulative seconds: device time of the target forwards and of MTP drafting (CUDA events on a
+  // GPU), and host time from the target's launch until the step's tokens are known (sampling and
+  // verification, waiting for the device included).
   double target_seconds = 0, sample_seconds = 0, draft_seconds = 0;
   SpecCounters spec;
 };
@@ -112,6 +115,7 @@ class Engine {
   ModelRunner runner_;
   Sampler sampler_;
   std::optional<MtpDrafter> drafter_;
+  std::unique_ptr<kernels::StepTimer> target_timer_, draft_timer_;
   std::mt19937_64 seeds_;
   std::unordered_map<int64_t, Request> requests_;  // by sequence id; loop thread only
   std::unordered_map<std::string, int64_t> ids_;  // request id -> sequence id; loop thread only
