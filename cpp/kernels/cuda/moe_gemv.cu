@@ -6,27 +6,39 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kRowsPerWarp = 4;
+constexpr int kRowsPerWarp = 4;  // hidden and inter are multiples of 8, so a warp's rows are all in range
 
 struct alignas(16) Bf16x8 {
   __nv_bfloat162 v[4];
 };
 
-// Dot product of two bf16 rows of `n` (a multiple of 8) elements over a warp, fp32, in a fixed order.
-__device__ float warp_dot(const __nv_bfloat16* a, const __nv_bfloat16* b, int64_t n) {
-  float sum = 0.0f;
+// Dot products of x with R bf16 rows of `n` (a multiple of 8) elements each, `stride` apart, over
+// a warp, in fp32 and a fixed order: each x chunk is loaded once for all R rows, and the R loads
+// are independent, so a warp keeps several in flight.
+template <int R>
+__device__ void warp_dots(const __nv_bfloat16* x, const __nv_bfloat16* rows, int64_t stride, int64_t n,
+                          float (&out)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) out[r] = 0.0f;
   for (int64_t col = threadIdx.x % 32 * 8; col < n; col += 32 * 8) {
-    const Bf16x8 x = *reinterpret_cast<const Bf16x8*>(a + col);
-    const Bf16x8 y = *reinterpret_cast<const Bf16x8*>(b + col);
+    const Bf16x8 xs = *reinterpret_cast<const Bf16x8*>(x + col);
+    Bf16x8 ws[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) ws[r] = *reinterpret_cast<const Bf16x8*>(rows + r * stride + col);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const float2 xf = __bfloat1622float2(x.v[j]), yf = __bfloat1622float2(y.v[j]);
-      sum = fmaf(xf.x, yf.x, sum);
-      sum = fmaf(xf.y, yf.y, sum);
+      const float2 xf = __bfloat1622float2(xs.v[j]);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float2 wf = __bfloat1622float2(ws[r].v[j]);
+        out[r] = fmaf(xf.y, wf.y, fmaf(xf.x, wf.x, out[r]));
+      }
     }
   }
-  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  return sum;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    for (int offset = 16; offset > 0; offset /= 2) out[r] += __shfl_xor_sync(0xffffffffu, out[r], offset);
+  }
 }
 
 __device__ int64_t expert_of(const ExpertGemvLaunch& p, int64_t assignment) {
@@ -37,14 +49,19 @@ __device__ int64_t expert_of(const ExpertGemvLaunch& p, int64_t assignment) {
 // Grid (inter / (warps * rows per warp), assignments): h[a, i] = silu(gate_i . x) * (up_i . x).
 __global__ void expert_up_kernel(ExpertGemvLaunch p) {
   const int64_t a = blockIdx.y, token = a / p.top_k;
-  const __nv_bfloat16* x = p.x + token * p.hidden;
-  const __nv_bfloat16* w = p.gate_up + expert_of(p, a) * 2 * p.inter * p.hidden;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kRowsPerWarp;
-  for (int64_t i = first; i < first + kRowsPerWarp && i < p.inter; ++i) {
-    const float gate = round_to<__nv_bfloat16>(warp_dot(x, w + i * p.hidden, p.hidden));
-    const float up = round_to<__nv_bfloat16>(warp_dot(x, w + (p.inter + i) * p.hidden, p.hidden));
-    const float silu = round_to<__nv_bfloat16>(gate / (1.0f + expf(-gate)));
-    if (threadIdx.x % 32 == 0) p.h[a * p.inter + i] = __float2bfloat16_rn(__fmul_rn(silu, up));
+  if (first >= p.inter) return;
+  const __nv_bfloat16* x = p.x + token * p.hidden;
+  const __nv_bfloat16* w = p.gate_up + (expert_of(p, a) * 2 * p.inter + first) * p.hidden;
+  float gate[kRowsPerWarp], up[kRowsPerWarp];
+  warp_dots(x, w, p.hidden, p.hidden, gate);
+  warp_dots(x, w + p.inter * p.hidden, p.hidden, p.hidden, up);
+  if (threadIdx.x % 32 != 0) return;
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    const float g = round_to<__nv_bfloat16>(gate[r]);
+    const float silu = round_to<__nv_bfloat16>(g / (1.0f + expf(-g)));
+    p.h[a * p.inter + first + r] = __float2bfloat16_rn(__fmul_rn(silu, round_to<__nv_bfloat16>(up[r])));
   }
 }
 
@@ -52,15 +69,18 @@ __global__ void expert_up_kernel(ExpertGemvLaunch p) {
 __global__ void expert_down_kernel(ExpertGemvLaunch p) {
   const int64_t token = blockIdx.y;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kRowsPerWarp;
-  for (int64_t r = first; r < first + kRowsPerWarp && r < p.hidden; ++r) {
-    float sum = 0.0f;
-    for (int64_t k = 0; k < p.top_k; ++k) {
-      const int64_t a = token * p.top_k + k;
-      const __nv_bfloat16* w = p.down + (expert_of(p, a) * p.hidden + r) * p.inter;
-      sum += p.weights[a] * round_to<__nv_bfloat16>(warp_dot(p.h + a * p.inter, w, p.inter));
-    }
-    if (threadIdx.x % 32 == 0) p.out[token * p.hidden + r] = __float2bfloat16_rn(sum);
+  if (first >= p.hidden) return;
+  float sum[kRowsPerWarp] = {};
+  for (int64_t k = 0; k < p.top_k; ++k) {
+    const int64_t a = token * p.top_k + k;
+    float y[kRowsPerWarp];
+    warp_dots(p.h + a * p.inter, p.down + (expert_of(p, a) * p.hidden + first) * p.inter, p.inter, p.inter, y);
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) sum[r] += p.weights[a] * round_to<__nv_bfloat16>(y[r]);
   }
+  if (threadIdx.x % 32 != 0) return;
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) p.out[token * p.hidden + first + r] = __float2bfloat16_rn(sum[r]);
 }
 
 unsigned blocks_for_rows(int64_t rows) {
