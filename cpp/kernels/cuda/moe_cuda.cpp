@@ -147,7 +147,8 @@ at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& gate_up, const at:
   c10::cuda::CUDAGuard guard(x.device());
   if (tokens == 0) return at::empty({0, hidden}, x.options());
   if (!bf16_rows_fit(x, gate_up, down)) return moe_all_experts(x, gate_up, down, routing);
-  if (tokens * routing.experts.size(1) <= kMaxGemvAssignments) return gemv_experts(x, gate_up, down, routing);
+  const int64_t top_k = routing.experts.size(1);
+  if (top_k <= kMaxGemvTopK && tokens * top_k <= kMaxGemvAssignments) return gemv_experts(x, gate_up, down, routing);
   if (!grouped_mm_fits(x)) return moe_all_experts(x, gate_up, down, routing);
   return grouped_experts(x, gate_up, down, routing);
 }

@@ -65,22 +65,27 @@ __global__ void expert_up_kernel(ExpertGemvLaunch p) {
   }
 }
 
-// Grid (hidden / (warps * rows per warp), tokens): out[t, r] = sum_k weight_k * (down_r . h[t, k]).
+// Grid (hidden / rows per warp, tokens): out[t, r] = sum_k weight_k * (down_r . h[t, k]). The block's
+// warps split the k experts of the same rows (a token's few experts alone leave most SMs idle), and
+// warp 0 sums their outputs in k order.
 __global__ void expert_down_kernel(ExpertGemvLaunch p) {
-  const int64_t token = blockIdx.y;
-  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kRowsPerWarp;
-  if (first >= p.hidden) return;
-  float sum[kRowsPerWarp] = {};
-  for (int64_t k = 0; k < p.top_k; ++k) {
+  __shared__ float outputs[kMaxGemvTopK][kRowsPerWarp];
+  const int64_t token = blockIdx.y, first = static_cast<int64_t>(blockIdx.x) * kRowsPerWarp;
+  const int warp = threadIdx.x / 32;
+  for (int64_t k = warp; k < p.top_k; k += kWarps) {
     const int64_t a = token * p.top_k + k;
     float y[kRowsPerWarp];
     warp_dots(p.h + a * p.inter, p.down + (expert_of(p, a) * p.hidden + first) * p.inter, p.inter, p.inter, y);
+    if (threadIdx.x % 32 == 0) {
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) sum[r] += p.weights[a] * round_to<__nv_bfloat16>(y[r]);
+      for (int r = 0; r < kRowsPerWarp; ++r) outputs[k][r] = round_to<__nv_bfloat16>(y[r]);
+    }
   }
-  if (threadIdx.x % 32 != 0) return;
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) p.out[token * p.hidden + first + r] = __float2bfloat16_rn(sum[r]);
+  __syncthreads();
+  if (threadIdx.x >= kRowsPerWarp) return;
+  float sum = 0.0f;
+  for (int64_t k = 0; k < p.top_k; ++k) sum += p.weights[token * p.top_k + k] * outputs[k][threadIdx.x];
+  p.out[token * p.hidden + first + threadIdx.x] = __float2bfloat16_rn(sum);
 }
 
 unsigned blocks_for_rows(int64_t rows) {
@@ -92,11 +97,14 @@ unsigned blocks_for_rows(int64_t rows) {
 
 cudaError_t launch_expert_gemv(const ExpertGemvLaunch& p, cudaStream_t stream) {
   if (p.tokens == 0) return cudaSuccess;
-  if (p.hidden % 8 != 0 || p.inter % 8 != 0 || p.tokens * p.top_k > 65535) return cudaErrorInvalidValue;
+  if (p.hidden % 8 != 0 || p.inter % 8 != 0 || p.top_k > kMaxGemvTopK || p.tokens * p.top_k > 65535) {
+    return cudaErrorInvalidValue;
+  }
   expert_up_kernel<<<dim3(blocks_for_rows(p.inter), static_cast<unsigned>(p.tokens * p.top_k)), kThreads, 0,
                      stream>>>(p);
   if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
-  expert_down_kernel<<<dim3(blocks_for_rows(p.hidden), static_cast<unsigned>(p.tokens)), kThreads, 0, stream>>>(p);
+  const unsigned row_groups = static_cast<unsigned>(p.hidden / kRowsPerWarp);
+  expert_down_kernel<<<dim3(row_groups, static_cast<unsigned>(p.tokens)), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
