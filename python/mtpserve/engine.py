@@ -103,6 +103,7 @@ class EngineCore:
         start = time.perf_counter()
         engine = _C.Engine(self._config(), self.model.target, caches, mtp, mtp_cache)
         if engine.num_graphs():
+            torch.cuda.empty_cache()  # the warm-up runs' cached blocks are not graph memory
             graph_mib = (torch.cuda.memory_reserved(self.args.device) - before) / 2**20
             logger.info("captured %d CUDA graphs (batch sizes up to %d) in %.1f s, %.0f MiB", engine.num_graphs(),
                      min(self.args.graph_max_batch, self.args.max_seqs_per_batch), time.perf_counter() - start,
