@@ -54,10 +54,11 @@ def assert_same_or_near_ties(base_outputs, other_outputs, what: str) -> None:
 
 
 def test_graphs_are_captured_for_every_bucket(runs):
-    # Buckets 1, 2, 4, 8, 16, 24, 32: one target graph each, and with MTP one drafting graph each.
+    # Buckets 1, 2, 4, 8, 16, 24, 32: a target graph per query length 1..k + 1, and with MTP a drafting
+    # graph per number of recursive forwards 0..k - 1.
     assert runs[True, 0, "graphs"] == 7
     for k in (1, 2, 3):
-        assert runs[True, k, "graphs"] == 14
+        assert runs[True, k, "graphs"] == 7 * (2 * k + 1)
         assert runs[False, k, "graphs"] == 0
 
 

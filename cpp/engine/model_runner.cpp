@@ -41,10 +41,10 @@ at::Tensor ModelRunner::run_target(const StepInput& input) {
   if (input.shape) {
     const GraphKey key{input.shape->seqs, input.shape->query_len};
     const StepInput* inputs[] = {&input};
-    const auto& outputs = graphs_->replay(key, inputs);
-    target_hidden_ = outputs[1];
+    auto logits = graphs_->replay(key, inputs)[0];
+    target_hidden_ = graph_hidden_;
     last_target_graph_ = key;
-    return outputs[0];
+    return logits;
   }
   last_target_graph_.reset();
   const TensorParallel& tp = target_.tp();
@@ -102,53 +102,61 @@ at::Tensor ModelRunner::run_mtp(const DeviceStep& step, const at::Tensor& tokens
 
 bool ModelRunner::capture_graphs(const GraphPlan& plan) {
   const auto capture = kernels::ops_for(device_).capture_graph;
-  if (capture == nullptr || target_.tp().enabled()) return false;
+  if (capture == nullptr || target_.tp().enabled() || plan.batch_sizes.empty()) return false;
   graphs_.emplace(capture, device_);
   plan_ = plan;
   std::ranges::sort(plan_.batch_sizes, std::greater<>());
+  const int64_t rows = plan_.batch_sizes.front() * (num_speculative_tokens() + 1);
+  graph_hidden_ = at::empty({rows, target_.config().hidden_size}, target_.embedding().options());
   for (int64_t seqs : plan_.batch_sizes) capture_batch(plan_, seqs);  // largest first: they share one pool
   return true;
 }
+
+int64_t ModelRunner::num_speculative_tokens() const { return mtp_ ? plan_.num_speculative_tokens : 0; }
 
 StepShape ModelRunner::shape_of(const GraphPlan& plan, int64_t seqs, int64_t query_len, int64_t samples) const {
   return {seqs, query_len, samples, plan.table_width, plan.max_context_len};
 }
 
+// The target step for every query length 1..k + 1 (a step's k may be below the configured one), and
+// the drafting for every number of recursive forwards 0..k - 1, its fill padded to k + 1 rows.
 void ModelRunner::capture_batch(const GraphPlan& plan, int64_t seqs) {
-  const int64_t k = mtp_ ? plan.num_speculative_tokens : 0, q = k + 1;
-  const GraphKey target{seqs, q};
-  graphs_->capture(target, {StepBuilder(0, shape_of(plan, seqs, q, q)).build()}, [&](const auto& steps) {
-    auto logits = forward(StepKind::kTarget, steps[0]);
-    return std::vector<at::Tensor>{logits, target_hidden_};
-  });
-  if (k == 0) return;
-  std::vector<StepInput> forwards{StepBuilder(0, shape_of(plan, seqs, q, 1)).build()};
-  for (int64_t j = 1; j < k; ++j) forwards.push_back(StepBuilder(0, shape_of(plan, seqs, 1, 1)).build());
-  target_hidden_ = graphs_->outputs(target)[1];  // what the fill reads after this target graph's replay
-  graphs_->capture({seqs, q, k - 1}, forwards, [&](const auto& steps) {
-    std::vector<at::Tensor> drafts;
-    for (size_t j = 0; j < steps.size(); ++j) drafts.push_back(forward(mtp_kind(j), steps[j]));
-    return std::vector<at::Tensor>{at::cat(drafts)};
-  });
+  const int64_t k = num_speculative_tokens();
+  for (int64_t q = 1; q <= k + 1; ++q) {
+    graphs_->capture({seqs, q}, {StepBuilder(0, shape_of(plan, seqs, q, q)).build()}, [&](const auto& steps) {
+      auto logits = forward(StepKind::kTarget, steps[0]);
+      graph_hidden_.narrow(0, 0, seqs * q).copy_(target_hidden_);  // where every drafting graph reads it
+      return std::vector<at::Tensor>{logits};
+    });
+  }
+  target_hidden_ = graph_hidden_;
+  for (int64_t recursions = 0; recursions < k; ++recursions) {
+    std::vector<StepInput> forwards{StepBuilder(0, shape_of(plan, seqs, k + 1, 1)).build()};
+    for (int64_t j = 0; j < recursions; ++j) forwards.push_back(StepBuilder(0, shape_of(plan, seqs, 1, 1)).build());
+    graphs_->capture({seqs, k + 1, recursions}, forwards, [&](const auto& steps) {
+      std::vector<at::Tensor> drafts;
+      for (size_t j = 0; j < steps.size(); ++j) drafts.push_back(forward(mtp_kind(j), steps[j]));
+      return std::vector<at::Tensor>{at::cat(drafts)};
+    });
+  }
 }
 
 std::optional<StepShape> ModelRunner::target_shape(int64_t seqs, int64_t query_len) const {
   if (!graphs_) return std::nullopt;
-  const int64_t q = (mtp_ ? plan_.num_speculative_tokens : 0) + 1;  // the one query length captured
-  if (query_len > q) return std::nullopt;
   // plan_.batch_sizes is descending: the last one that holds `seqs` is the smallest.
   std::optional<StepShape> best;
   for (int64_t size : plan_.batch_sizes) {
-    if (size >= seqs) best = shape_of(plan_, size, q, q);
+    if (size >= seqs && graphs_->has({size, query_len})) best = shape_of(plan_, size, query_len, query_len);
   }
   return best;
 }
 
 std::optional<std::pair<StepShape, StepShape>> ModelRunner::draft_shapes(int64_t seqs, int64_t draft_forwards) const {
   if (!graphs_ || !last_target_graph_) return std::nullopt;
-  const GraphKey key{last_target_graph_->seqs, last_target_graph_->query_len, draft_forwards};
+  const int64_t fill_rows = num_speculative_tokens() + 1;
+  const GraphKey key{last_target_graph_->seqs, fill_rows, draft_forwards};
   if (seqs > key.seqs || !graphs_->has(key)) return std::nullopt;
-  return std::pair{shape_of(plan_, key.seqs, key.query_len, 1), shape_of(plan_, key.seqs, 1, 1)};
+  return std::pair{shape_of(plan_, key.seqs, fill_rows, 1), shape_of(plan_, key.seqs, 1, 1)};
 }
 
 }  // namespace mtpserve

@@ -19,8 +19,9 @@
 
 namespace mtpserve {
 
-// What capture_graphs() records: for each batch size, the target step of query_len 1 (no MTP) or
-// k + 1 (MTP verify), and with MTP the fill over k + 1 rows and k - 1 draft forwards.
+// What capture_graphs() records: for each batch size, the target step of each query length 1..k + 1
+// (decode, MTP verify) and with MTP the drafting (the fill over k + 1 rows, then 0..k - 1 recursive
+// draft forwards).
 struct GraphPlan {
   std::vector<int64_t> batch_sizes;
   int64_t num_speculative_tokens = 0;
@@ -42,7 +43,7 @@ class ModelRunner {
   // when a graph holds it (the smallest that does).
   std::optional<StepShape> target_shape(int64_t seqs, int64_t query_len) const;
   // The padded shapes (fill, draft forwards) of MTP drafting for `seqs` sequences of the last target
-  // step with `draft_forwards` recursive forwards, when a graph has them.
+  // step (when it replayed a graph) with `draft_forwards` recursive forwards, when a graph has them.
   std::optional<std::pair<StepShape, StepShape>> draft_shapes(int64_t seqs, int64_t draft_forwards) const;
 
   // The target model over `input`; returns the logits of its sample rows.
@@ -61,6 +62,7 @@ class ModelRunner {
   at::Tensor forward(StepKind kind, const DeviceStep& step);
   at::Tensor run_mtp(const DeviceStep& step, const at::Tensor& tokens, const at::Tensor& previous_hidden);
   void capture_batch(const GraphPlan& plan, int64_t seqs);
+  int64_t num_speculative_tokens() const;
   StepShape shape_of(const GraphPlan& plan, int64_t seqs, int64_t query_len, int64_t samples_per_seq) const;
 
   const DeepSeekV3& target_;
@@ -73,6 +75,7 @@ class ModelRunner {
   at::Tensor mtp_hidden_;     // [samples, hidden] of the last MTP forward
   at::Tensor drafts_;         // [samples] argmax tokens of the last MTP forward
   std::optional<StepGraphs> graphs_;
+  at::Tensor graph_hidden_;  // [largest batch * (k + 1), hidden]: the graphed target steps' hidden states
   GraphPlan plan_;
   std::optional<GraphKey> last_target_graph_;  // the graph the last target step replayed
 };

@@ -21,6 +21,9 @@ void StepGraphs::capture(GraphKey key, const std::vector<StepInput>& inputs, con
   // The int32 metadata is converted from the input buffer inside the graph, on every replay.
   kernels::StepGraph* pool = graphs_.empty() ? nullptr : graphs_.begin()->second.graph.get();
   captured.graph = capture_([&] { captured.outputs = body(device_steps(captured.inputs, views)); }, pool);
+  // Views that do not own their memory: the pool may hand it to the next capture, so outputs cost no
+  // memory beyond the largest graph's working set.
+  for (auto& out : captured.outputs) out = at::from_blob(out.data_ptr(), out.sizes(), out.strides(), out.options());
   graphs_[key] = std::move(captured);
 }
 

@@ -2,7 +2,8 @@
 // The captured graphs of decode-shaped forwards, keyed by their padded shape: the target step
 // (decode or MTP verify) and the MTP drafting (the fill and every recursive draft forward in one
 // graph), one per batch bucket. A replay copies the forwards' packed inputs into the graph's static
-// input buffer (one copy) and returns the graph's outputs, which its next replay overwrites.
+// input buffer (one copy) and returns the graph's outputs. Those live in the shared pool, which later
+// captures may reuse: they are valid until the next replay of any graph (a step reads them first).
 #include <ATen/core/Tensor.h>
 
 #include <compare>
@@ -32,7 +33,6 @@ class StepGraphs {
   // Records `body` over `inputs` (placeholders of the key's shape) as the graph of `key`.
   void capture(GraphKey key, const std::vector<StepInput>& inputs, const Body& body);
   bool has(GraphKey key) const { return graphs_.contains(key); }
-  const std::vector<at::Tensor>& outputs(GraphKey key) const { return graphs_.at(key).outputs; }
   // Copies `inputs` (of the key's shape) into the graph's input buffer and replays it.
   const std::vector<at::Tensor>& replay(GraphKey key, std::span<const StepInput* const> inputs);
   size_t size() const { return graphs_.size(); }
