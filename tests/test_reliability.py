@@ -50,6 +50,9 @@ class StuckEngine:
         time.sleep(min(timeout_s, 0.05))
         return []
 
+    def error(self):
+        return None
+
     def stats(self):
         spec = SimpleNamespace(drafts=0, draft_tokens=0, accepted_tokens=0, accepted_per_position=[])
         return SimpleNamespace(running=0, waiting=len(self.added) - len(self.aborted), kv_usage=0.0, prompt_tokens=0,
