@@ -105,8 +105,13 @@ def test_admission_control_refuses_past_max_queue_len(stuck):
     with openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0) as oai:
         with pytest.raises(openai.InternalServerError):  # the openai client sees a 503
             oai.completions.create(model="m", prompt="x", max_tokens=2)
+    # Refused before its body is read: the server answers although the body never comes.
+    with socket.create_connection(("127.0.0.1", int(s.url.rsplit(":", 1)[1])), timeout=30) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                     b"content-length: 1000\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 503 ")
     metrics = httpx.get(s.url + "/metrics").text
-    assert 'mtpserve:request_rejected_total{model_name="m",reason="queue_len"} 2.0' in metrics
+    assert 'mtpserve:request_rejected_total{model_name="m",reason="queue_len"} 3.0' in metrics
     assert httpx.get(s.url + "/health").status_code == 200  # full is not unhealthy
     s.engine.fail_open("test over")
     for t in threads:
