@@ -79,6 +79,8 @@ void bind_engine(py::module_& m) {
       .def("abort", &Engine::abort, py::arg("request_id"))
       .def("override_drafts", &Engine::override_drafts, py::arg("request_id"), py::arg("future_outputs"),
            "Tests only: draft future_outputs[n:n+k] at output index n instead of the MTP layer's argmax.")
+      .def("inject_fault_after", &Engine::inject_fault_after, py::arg("steps"),
+           "Tests only: after `steps` more steps, the next one throws midway, as a failing kernel would.")
       .def("get_outputs", &Engine::get_outputs, py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
       .def("stats", &Engine::stats)
       .def("num_graphs", &Engine::num_graphs, "Graphs captured at start-up (0 where the device has none).")

@@ -115,6 +115,15 @@ void Engine::override_drafts(const std::string& id, std::vector<int64_t> future_
   overrides_.emplace_back(id, std::move(future_outputs));
 }
 
+void Engine::inject_fault_after(int64_t steps) { fault_after_.store(steps); }
+
+bool Engine::fault_due() {
+  int64_t left = fault_after_.load();
+  while (left >= 0 && !fault_after_.compare_exchange_weak(left, left - 1)) {
+  }
+  return left == 0;
+}
+
 std::vector<RequestOutput> Engine::get_outputs(double timeout_s) {
   std::unique_lock lock(outbox_mutex_);
   outbox_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return !outbox_.empty(); });
@@ -234,6 +243,7 @@ void Engine::step() {
     target_timer_->start();
     at::Tensor logits = runner_.run_target(input);
     target_timer_->stop();
+    if (fault_due()) throw std::runtime_error("injected fault (Engine::inject_fault_after, tests only)");
     const auto launched = std::chrono::steady_clock::now();
     std::vector<SampledSequence> sampled = sample(input, plan, logits);
 
@@ -287,10 +297,14 @@ void Engine::step() {
     for (int64_t id : finished) requests_.erase(id);
     publish(std::move(outputs));
   } catch (const std::exception& e) {
-    fail_step(plan, e.what());
-    // A rank's forward failed midway (a peer died, a collective timed out): the ranks are out of
-    // step, so no further collective may be issued.
-    if (tp_.enabled()) fail(std::string("tensor-parallel step failed: ") + e.what());
+    // A step that failed midway leaves the caches and drafts half-written, and under tensor
+    // parallelism the ranks out of step (no further collective may be issued): the engine fails
+    // rather than run on. It is marked failed before the step's requests are told, so that a
+    // client that reads their error finds the engine unhealthy already.
+    const std::string reason =
+        std::string(tp_.enabled() ? "tensor-parallel step failed: " : "engine step failed: ") + e.what();
+    fail(reason);
+    fail_step(plan, reason);
   }
 }
 

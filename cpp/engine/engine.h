@@ -7,6 +7,7 @@
 // with the error, new ones are refused, and no collective is issued again.
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -69,6 +70,9 @@ class Engine {
   // Tests only: request `id` drafts future_outputs[n .. n + k) at output index n instead of the
   // MTP layer's argmax (the MTP layer still runs), to drive acceptance on purpose.
   void override_drafts(const std::string& id, std::vector<int64_t> future_outputs);
+  // Tests only: after `steps` more steps, the next one throws midway (after the target forward),
+  // as a failing kernel would, so that tests can see how a fault inside a step reaches clients.
+  void inject_fault_after(int64_t steps);
   // Outputs gathered so far, waiting up to timeout_s for the first one.
   std::vector<RequestOutput> get_outputs(double timeout_s);
   EngineStats stats() const;
@@ -98,6 +102,7 @@ class Engine {
   int64_t draft_budget(const Sequence& seq) const;
   GraphPlan graph_plan() const;
   std::optional<StepShape> decode_shape(const SchedulerOutput& plan) const;
+  bool fault_due();
   void fail_step(const SchedulerOutput& plan, const std::string& error);
   void fail_sequence(int64_t seq_id, const std::string& error);
   void fail_all(const std::string& error);
@@ -120,6 +125,7 @@ class Engine {
   std::unordered_map<int64_t, Request> requests_;  // by sequence id; loop thread only
   std::unordered_map<std::string, int64_t> ids_;  // request id -> sequence id; loop thread only
   int64_t next_seq_id_ = 0;
+  std::atomic<int64_t> fault_after_{-1};  // inject_fault_after: steps left before the fault; -1: none
 
   mutable std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;

@@ -12,6 +12,7 @@ from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from mtpserve.sampling_params import SamplingParams
+from mtpserve.server.admission import AdmissionMiddleware
 from mtpserve.server.async_engine import AsyncEngine, Draining, Overloaded, RequestRefused, RequestStream
 from mtpserve.server.auth import ApiKeyMiddleware, BodySizeLimitMiddleware
 from mtpserve.server.errors import APIError, error_body, install_error_handlers
@@ -37,7 +38,9 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     the model's root (a name, not a path of the server's file system)."""
     app = FastAPI(title="mtpserve", docs_url=None, redoc_url=None, openapi_url=None)
     install_error_handlers(app)
-    # Added last = outermost: the key is checked before the body is read.
+    # Added last = outermost: the key, then the body's size, then admission, all before the body is read.
+    app.add_middleware(AdmissionMiddleware, check=lambda: precheck(),
+                       paths=("/v1/completions", "/v1/chat/completions"))
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes)
     if api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=api_key)
@@ -130,7 +133,8 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
             raise APIError(503, str(e), code="service_unavailable") from None
 
     def precheck() -> None:
-        """Refuses at once what admission control would refuse after tokenizing."""
+        """Refuses at once what admission control would refuse after tokenizing (AdmissionMiddleware
+        asks it before the body is read)."""
         require_healthy()
         try:
             engine.precheck_admission()
@@ -165,7 +169,6 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     @app.post("/v1/completions")
     async def create_completion(body: CompletionRequest, raw: Request):
         check_model(body.model)
-        precheck()
         prompt = body.single_prompt()
         if isinstance(prompt, str):
             text, ids = prompt, await tokenize(prompt, "prompt")
@@ -218,7 +221,6 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     @app.post("/v1/chat/completions")
     async def create_chat_completion(body: ChatCompletionRequest, raw: Request):
         check_model(body.model)
-        precheck()
         try:
             text = await engine.run_off_loop(engine.tokenizer.apply_chat_template, body.messages, True)
         except (ValueError, TemplateError) as e:
