@@ -10,7 +10,8 @@ from safetensors.torch import save_file
 from checkpoints import write_checkpoint, write_tensors
 from mtpserve.config import ConfigError
 from mtpserve.model_loader import load_model
-from mtpserve.weights import CheckpointError
+from mtpserve import _C
+from mtpserve.weights import CheckpointError, load_weights
 from paged import PagedLayout
 
 FP8_MAX = torch.finfo(torch.float8_e4m3fn).max
@@ -115,6 +116,36 @@ def test_missing_tensor_is_named(checkpoint):
     resave_without(checkpoint, drop="model.layers.1.self_attn.kv_b_proj.weight")
     with pytest.raises(ValueError, match=r"missing tensor 'model\.layers\.1\.self_attn\.kv_b_proj\.weight'"):
         load_model(checkpoint)
+
+
+def test_missing_expert_tensor_is_named(checkpoint):
+    resave_without(checkpoint, drop="model.layers.2.mlp.experts.5.up_proj.weight")
+    with pytest.raises(ValueError, match=r"missing tensor 'model\.layers\.2\.mlp\.experts\.5\.up_proj\.weight'"):
+        load_model(checkpoint)
+
+
+def test_a_rank_reads_only_its_slices_and_experts_come_stacked(checkpoint):
+    full = write_checkpoint(checkpoint, seed=4)
+    for rank in (0, 1):
+        got = load_weights(checkpoint, torch.float32, tp_rank=rank, tp_size=2)
+        sliced = 0
+        for name, tensor in full.items():
+            if ".experts." in name and "shared" not in name:
+                continue
+            dim = _C.tensor_parallel_dim(name)
+            want = tensor.float() if dim is None else tensor.float().chunk(2, dim)[rank]
+            assert torch.equal(got[name], want), name
+            sliced += dim is not None
+        assert sliced > 10  # heads, MLP and shared-expert rows, o_proj/down columns, the head
+        for layer in (1, 2):  # the MoE layers: experts stacked, each rank with its half of every expert
+            prefix = f"model.layers.{layer}.mlp."
+            expert = lambda e, kind: full[f"{prefix}experts.{e}.{kind}.weight"].float()  # noqa: E731
+            gate_up = torch.stack([torch.cat([expert(e, "gate_proj").chunk(2, 0)[rank],
+                                              expert(e, "up_proj").chunk(2, 0)[rank]]) for e in range(8)])
+            down = torch.stack([expert(e, "down_proj").chunk(2, 1)[rank] for e in range(8)])
+            assert torch.equal(got[_C.stacked_gate_up(prefix)], gate_up)
+            assert torch.equal(got[_C.stacked_down(prefix)], down)
+            assert not any(name.startswith(f"{prefix}experts.0.") for name in got)
 
 
 def test_misshaped_tensor_names_both_shapes(checkpoint):

@@ -69,6 +69,11 @@ void bind_model(py::module_& m) {
                   "collective waits at most timeout_s.")
       .def_property_readonly("rank", &TensorParallel::rank)
       .def_property_readonly("size", &TensorParallel::size);
+  m.def("tensor_parallel_dim", &tensor_parallel_dim, py::arg("name"),
+        "The dimension tensor parallelism splits checkpoint tensor `name` along, or None.");
+  m.def("stacked_gate_up", &stacked_gate_up, py::arg("prefix"),
+        "Name of an MoE layer's stacked routed gate/up weights [experts, 2 * inter, hidden].");
+  m.def("stacked_down", &stacked_down, py::arg("prefix"), "Name of an MoE layer's stacked down weights.");
   py::class_<DeepSeekV3>(m, "DeepSeekV3")
       .def(py::init([](const ModelConfig& c, TensorMap w, const TensorParallel& tp) {
              // Slicing and packing the weights is C++ work: other Python threads (the control
@@ -77,7 +82,8 @@ void bind_model(py::module_& m) {
              return DeepSeekV3(c, Weights(std::move(w)), tp);
            }),
            py::arg("config"), py::arg("weights"), py::arg("tp") = TensorParallel(),
-           "With a tensor-parallel `tp`, the weights are the full checkpoint tensors; this rank keeps its shards.")
+           "With a tensor-parallel `tp`, a split tensor may be whole or already this rank's slice; the MoE "
+           "layers' routed experts come stacked (stacked_gate_up / stacked_down).")
       .def_property_readonly("tp", &DeepSeekV3::tp)
       .def(
           "forward",

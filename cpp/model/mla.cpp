@@ -22,13 +22,14 @@ MultiHeadLatentAttention::MultiHeadLatentAttention(const ModelConfig& c, const W
   if (q_lora_rank_ > 0) {
     down_proj_ = at::cat({w.get(p + "q_a_proj.weight", {c.q_lora_rank, h}), kv_a_proj});
     q_a_layernorm_.emplace(w.get(p + "q_a_layernorm.weight", {c.q_lora_rank}), c.rms_norm_eps, c.batch_invariant);
-    q_b_proj_ = w.get_shard(p + "q_b_proj.weight", {all_heads * qk, c.q_lora_rank}, 0, rank, size);
+    q_b_proj_ = w.get_shard(p + "q_b_proj.weight", {all_heads * qk, c.q_lora_rank}, rank, size);
   } else {
-    q_proj_ = w.get_shard(p + "q_proj.weight", {all_heads * qk, h}, 0, rank, size);
+    q_proj_ = w.get_shard(p + "q_proj.weight", {all_heads * qk, h}, rank, size);
     down_proj_ = kv_a_proj;
   }
-  auto kv_b_proj = w.get_shard(p + "kv_b_proj.weight", {all_heads * (nope_dim_ + v_dim_), kv_lora_rank_}, 0, rank, size);
-  o_proj_ = w.get_shard(p + "o_proj.weight", {h, all_heads * v_dim_}, 1, rank, size);
+  auto kv_b_proj =
+      w.get_shard(p + "kv_b_proj.weight", {all_heads * (nope_dim_ + v_dim_), kv_lora_rank_}, rank, size);
+  o_proj_ = w.get_shard(p + "o_proj.weight", {h, all_heads * v_dim_}, rank, size);
   auto kv_b = kv_b_proj.view({heads_, nope_dim_ + v_dim_, kv_lora_rank_});
   w_uk_ = kv_b.narrow(1, 0, nope_dim_).contiguous();
   w_uv_t_ = kv_b.narrow(1, nope_dim_, v_dim_).transpose(1, 2).contiguous();

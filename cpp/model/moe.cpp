@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include <vector>
 
 namespace mtpserve {
 
@@ -11,15 +10,9 @@ MoE::MoE(const ModelConfig& c, const Weights& w, const std::string& p, const Ten
   const int64_t h = c.hidden_size, inter = c.moe_intermediate_size, n = c.n_routed_experts;
   gate_ = w.get(p + "gate.weight", {n, h}).to(at::kFloat);
   correction_bias_ = w.get(p + "gate.e_score_correction_bias", {n}).to(at::kFloat);
-  std::vector<at::Tensor> gate_up, down;
-  for (int64_t e = 0; e < n; ++e) {
-    const std::string ep = p + "experts." + std::to_string(e) + ".";
-    gate_up.push_back(at::cat({w.get_shard(ep + "gate_proj.weight", {inter, h}, 0, tp.rank(), tp.size()),
-                               w.get_shard(ep + "up_proj.weight", {inter, h}, 0, tp.rank(), tp.size())}));
-    down.push_back(w.get_shard(ep + "down_proj.weight", {h, inter}, 1, tp.rank(), tp.size()));
-  }
-  gate_up_ = at::stack(gate_up);
-  down_ = at::stack(down);
+  const int64_t part = shard_size(inter, tp.size(), "moe_intermediate_size");
+  gate_up_ = w.get(stacked_gate_up(p), {n, 2 * part, h});
+  down_ = w.get(stacked_down(p), {n, h, part});
   ops_ = &kernels::ops_for(down_.device(), c.batch_invariant);
   if (c.n_shared_experts > 0) shared_.emplace(w, p + "shared_experts.", h, inter * c.n_shared_experts, c.batch_invariant, tp);
 }

@@ -15,7 +15,7 @@ MtpLayer::MtpLayer(const ModelConfig& c, const Weights& w, int64_t layer, const 
     : tp_(tp),
       embed_(own_or(w, layer_prefix(layer) + "embed_tokens.weight", target_embedding)),
       head_(w.contains(layer_prefix(layer) + "shared_head.head.weight")
-                ? w.get_shard(layer_prefix(layer) + "shared_head.head.weight", {c.vocab_size, c.hidden_size}, 0,
+                ? w.get_shard(layer_prefix(layer) + "shared_head.head.weight", {c.vocab_size, c.hidden_size},
                               tp.rank(), tp.size())
                 : target_head),
       eh_proj_(w.get(layer_prefix(layer) + "eh_proj.weight", {c.hidden_size, 2 * c.hidden_size})),

@@ -32,12 +32,32 @@ at::Tensor Weights::get(const std::string& name, const std::vector<int64_t>& sha
   return it->second;
 }
 
-at::Tensor Weights::get_shard(const std::string& name, const std::vector<int64_t>& full_shape, int64_t dim,
-                              int64_t rank, int64_t size) const {
-  at::Tensor full = get(name, full_shape);
-  if (size == 1) return full;
-  const int64_t part = shard_size(full_shape[dim], size, "dimension " + std::to_string(dim) + " of '" + name + "'");
-  return full.narrow(dim, rank * part, part).contiguous();
+std::optional<int64_t> tensor_parallel_dim(const std::string& name) {
+  auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  // Column-parallel (output rows split): query/key-value up projections, gate/up, the vocabulary head.
+  for (const char* suffix : {"q_b_proj.weight", "q_proj.weight", "kv_b_proj.weight", "gate_proj.weight",
+                             "up_proj.weight", "lm_head.weight", "shared_head.head.weight"}) {
+    if (ends_with(suffix)) return 0;
+  }
+  // Row-parallel (input columns split, the partial sums all-reduced): o_proj and down projections.
+  for (const char* suffix : {"o_proj.weight", "down_proj.weight"}) {
+    if (ends_with(suffix)) return 1;
+  }
+  return std::nullopt;
+}
+
+at::Tensor Weights::get_shard(const std::string& name, const std::vector<int64_t>& full_shape, int64_t rank,
+                              int64_t size) const {
+  const auto dim = tensor_parallel_dim(name);
+  if (!dim) throw std::logic_error("'" + name + "' is not split by tensor parallelism");
+  if (size == 1) return get(name, full_shape);
+  std::vector<int64_t> shard_shape = full_shape;
+  shard_shape[*dim] = shard_size(full_shape[*dim], size, "dimension " + std::to_string(*dim) + " of '" + name + "'");
+  auto it = tensors_.find(name);
+  if (it != tensors_.end() && it->second.sizes() == at::IntArrayRef(shard_shape)) return it->second;
+  return get(name, full_shape).narrow(*dim, rank * shard_shape[*dim], shard_shape[*dim]).contiguous();
 }
 
 }  // namespace mtpserve

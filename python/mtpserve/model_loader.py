@@ -22,6 +22,7 @@ class LoadedModel:
     mtp_layers: list[_C.MtpLayer] = field(default_factory=list)
     dtype: torch.dtype = torch.float32
     device: torch.device = torch.device("cpu")
+    tp: _C.TensorParallel = field(default_factory=_C.TensorParallel)
 
     def allocate_caches(self, num_blocks: int, block_size: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Zeroed latent caches [num_blocks, block_size, kv_lora_rank + rope_dim]: target layers, MTP layers."""
@@ -46,8 +47,8 @@ def resolve_dtype(dtype: str | torch.dtype, config: ModelConfig) -> torch.dtype:
 def load_model(model_dir: str | Path, dtype: str | torch.dtype = "auto", device: str = "cpu",
                with_mtp: bool = True, tp: _C.TensorParallel | None = None,
                batch_invariant: bool = False) -> LoadedModel:
-    """With a tensor-parallel `tp`, every rank reads the full tensors and the C++ model keeps its
-    shards (MLA heads, MLP/expert intermediate dims, lm_head vocab rows). With `batch_invariant`
+    """With a tensor-parallel `tp`, each rank reads only its shards (MLA heads, MLP/expert intermediate
+    dims, lm_head vocab rows) and the replicated tensors. With `batch_invariant`
     the layers (and a draft loaded later) run on the batch-invariant kernels."""
     config = load_config(model_dir)
     config.cpp.batch_invariant = batch_invariant
@@ -59,10 +60,11 @@ def load_model(model_dir: str | Path, dtype: str | torch.dtype = "auto", device:
         match = _LAYER.match(name)
         return match is None or int(match.group(1)) < wanted
 
-    weights = load_weights(model_dir, torch_dtype, device, keep)
-    target = _C.DeepSeekV3(config.cpp, weights, tp if tp is not None else _C.TensorParallel())
+    tp = tp if tp is not None else _C.TensorParallel()
+    weights = load_weights(model_dir, torch_dtype, device, keep, tp_rank=tp.rank, tp_size=tp.size)
+    target = _C.DeepSeekV3(config.cpp, weights, tp)
     mtp = [_C.MtpLayer(config.cpp, weights, layer, target) for layer in range(num_layers, wanted)]
-    return LoadedModel(config, target, mtp, torch_dtype, torch.device(device))
+    return LoadedModel(config, target, mtp, torch_dtype, torch.device(device), tp)
 
 
 # The keys a draft's MTP layer must share with its target model.
@@ -83,5 +85,6 @@ def load_draft(draft_dir: str | Path, model: LoadedModel) -> None:
         raise ConfigError(f"--draft_model {draft_dir} has no MTP layer (num_nextn_predict_layers=0)")
     layer = draft.num_hidden_layers
     prefix = f"model.layers.{layer}."
-    weights = load_weights(draft_dir, model.dtype, model.device, lambda name: name.startswith(prefix))
+    weights = load_weights(draft_dir, model.dtype, model.device, lambda name: name.startswith(prefix),
+                           tp_rank=model.tp.rank, tp_size=model.tp.size)
     model.mtp_layers = [_C.MtpLayer(model.config.cpp, weights, layer, model.target)]
