@@ -22,7 +22,8 @@ void bind_outputs(py::module_& m) {
       .def_readonly("drafts", &SpecCounters::drafts)
       .def_readonly("draft_tokens", &SpecCounters::draft_tokens)
       .def_readonly("accepted_tokens", &SpecCounters::accepted_tokens)
-      .def_readonly("accepted_per_position", &SpecCounters::accepted_per_position);
+      .def_readonly("accepted_per_position", &SpecCounters::accepted_per_position)
+      .def_readonly("steps_by_k", &SpecCounters::steps_by_k);
   py::class_<RequestOutput>(m, "RequestOutput")
       .def_readonly("request_id", &RequestOutput::request_id)
       .def_readonly("token_ids", &RequestOutput::token_ids)
@@ -50,10 +51,45 @@ void bind_outputs(py::module_& m) {
       .def_readonly("spec", &EngineStats::spec);
 }
 
+// The speculation policy on its own, fed made-up timings and verifications (tests).
+void bind_policy(py::module_& m) {
+  py::class_<SpeculationPolicy>(m, "SpeculationPolicy")
+      .def(py::init<SpeculationPolicyKind, int64_t>(), py::arg("kind"), py::arg("k_max"))
+      .def_property_readonly_static("warmup_rounds", [](py::object) { return SpeculationPolicy::kWarmupRounds; })
+      .def_property_readonly_static("probe_interval", [](py::object) { return SpeculationPolicy::kProbeInterval; })
+      .def(
+          "plan",
+          [](SpeculationPolicy& p, const std::vector<std::tuple<int64_t, int64_t, int64_t>>& candidates) {
+            std::vector<DraftCandidate> c;
+            for (const auto& [seq_id, budget, context] : candidates) c.push_back({seq_id, budget, context});
+            const DraftPlan plan = p.plan(c);
+            return std::make_pair(plan.step_k, plan.drafts);
+          },
+          py::arg("candidates"), "candidates: (seq_id, budget, context) each; returns (step k, drafts of each)")
+      .def("force_schedule", &SpeculationPolicy::force_schedule, py::arg("schedule"))
+      .def("record_verify", [](SpeculationPolicy& p, int64_t rows, int64_t attention,
+                               double seconds) { p.costs().record_verify(rows, attention, seconds); })
+      .def("record_draft",
+           [](SpeculationPolicy& p, int64_t fill_rows, int64_t recursions, int64_t recursion_rows, double seconds) {
+             p.costs().record_draft(fill_rows, recursions, recursion_rows, seconds);
+           })
+      .def("verify_seconds", [](SpeculationPolicy& p, double rows,
+                                double attention) { return p.costs().verify_seconds(rows, attention); })
+      .def("record_acceptance", [](SpeculationPolicy& p, int64_t seq_id, int64_t drafts,
+                                   int64_t accepted) { p.acceptance().record(seq_id, drafts, accepted); })
+      .def("engine_acceptance", [](SpeculationPolicy& p) { return p.acceptance().engine(); })
+      .def("sequence_acceptance",
+           [](SpeculationPolicy& p, int64_t seq_id) { return p.acceptance().sequence(seq_id); });
+}
+
 }  // namespace
 
 void bind_engine(py::module_& m) {
+  bind_policy(m);
   bind_outputs(m);
+  py::enum_<SpeculationPolicyKind>(m, "SpeculationPolicyKind")
+      .value("adaptive", SpeculationPolicyKind::kAdaptive)
+      .value("fixed", SpeculationPolicyKind::kFixed);
   py::class_<EngineConfig>(m, "EngineConfig")
       .def(py::init<>())
       .def_readwrite("block_size", &EngineConfig::block_size)
@@ -63,7 +99,8 @@ void bind_engine(py::module_& m) {
       .def_readwrite("max_model_len", &EngineConfig::max_model_len)
       .def_readwrite("eos_token_ids", &EngineConfig::eos_token_ids)
       .def_readwrite("seed", &EngineConfig::seed)
-      .def_readwrite("num_speculative_tokens", &EngineConfig::num_speculative_tokens);
+      .def_readwrite("num_speculative_tokens", &EngineConfig::num_speculative_tokens)
+      .def_readwrite("speculative_policy", &EngineConfig::speculative_policy);
   py::class_<Engine>(m, "Engine")
       .def(py::init([](EngineConfig config, const DeepSeekV3& target, std::vector<at::Tensor> caches,
                        const MtpLayer* mtp, std::optional<at::Tensor> mtp_cache) {
@@ -77,6 +114,8 @@ void bind_engine(py::module_& m) {
       .def("abort", &Engine::abort, py::arg("request_id"))
       .def("override_drafts", &Engine::override_drafts, py::arg("request_id"), py::arg("future_outputs"),
            "Tests only: draft future_outputs[n:n+k] at output index n instead of the MTP layer's argmax.")
+      .def("force_k_schedule", &Engine::force_k_schedule, py::arg("schedule"),
+           "Tests only: the i-th drafting step takes k = schedule[i % len(schedule)], whatever the policy.")
       .def("get_outputs", &Engine::get_outputs, py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
       .def("stats", &Engine::stats)
       .def("fail", &Engine::fail, py::arg("reason"),

@@ -13,13 +13,6 @@ namespace mtpserve {
 
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point& start) {
-  const auto now = std::chrono::steady_clock::now();
-  const double s = std::chrono::duration<double>(now - start).count();
-  start = now;
-  return s;
-}
-
 const char* reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::kStop: return "stop";
@@ -37,6 +30,13 @@ void count_verification(SpecCounters& spec, int64_t num_drafts, int64_t accepted
   for (int64_t j = 0; j < accepted; ++j) spec.accepted_per_position[j] += 1;
 }
 
+// Attention work of a step: every fed row attends over its sequence's context up to itself.
+int64_t attention_work(const SchedulerOutput& plan) {
+  int64_t work = 0;
+  for (const auto& s : plan.scheduled) work += s.num_new_tokens * (s.seq->num_computed_tokens + s.num_new_tokens);
+  return work;
+}
+
 bool contains(const std::vector<int64_t>& ids, int64_t token) {
   return std::find(ids.begin(), ids.end(), token) != ids.end();
 }
@@ -44,7 +44,7 @@ bool contains(const std::vector<int64_t>& ids, int64_t token) {
 }  // namespace
 
 Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Tensor> caches, const MtpLayer* mtp,
-               at::Tensor mtp_cache)
+               at::Tensor mtp_cache, std::unique_ptr<StepTimer> timer)
     : config_(std::move(config)),
       target_(target),
       tp_(target.tp()),
@@ -52,7 +52,8 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
       scheduler_(config_.scheduler, blocks_),
       runner_(target, std::move(caches), config_.num_speculative_tokens > 0 ? mtp : nullptr, std::move(mtp_cache)),
       sampler_(runner_.device()),
-      seeds_(config_.seed) {
+      seeds_(config_.seed),
+      timer_(timer ? std::move(timer) : std::make_unique<SteadyStepTimer>()) {
   if (tp_.enabled() && tp_.rank() != 0) {
     throw std::invalid_argument("the Engine runs on tensor-parallel rank 0; ranks 1..N-1 run a Worker");
   }
@@ -60,6 +61,8 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
     blocks_.set_recompute_last_hit_block(true);
     if (!runner_.has_mtp()) throw std::invalid_argument("num_speculative_tokens > 0 needs an MTP layer and its cache");
     drafter_.emplace(runner_, config_.block_size);
+    policy_.emplace(config_.speculative_policy, config_.num_speculative_tokens);
+    stats_.spec.steps_by_k.assign(config_.num_speculative_tokens + 1, 0);
   }
   thread_ = std::thread([this] { loop(); });
 }
@@ -116,6 +119,12 @@ void Engine::abort(const std::string& id) {
 void Engine::override_drafts(const std::string& id, std::vector<int64_t> future_outputs) {
   std::lock_guard lock(inbox_mutex_);
   overrides_.emplace_back(id, std::move(future_outputs));
+}
+
+void Engine::force_k_schedule(std::vector<int64_t> schedule) {
+  if (!drafter_) throw std::invalid_argument("force_k_schedule needs num_speculative_tokens > 0");
+  std::lock_guard lock(inbox_mutex_);
+  k_schedule_ = std::move(schedule);
 }
 
 std::vector<RequestOutput> Engine::get_outputs(double timeout_s) {
@@ -184,6 +193,7 @@ void Engine::drain_inbox() {
     added.swap(pending_);
     aborted.swap(aborts_);
     overrides.swap(overrides_);
+    if (k_schedule_) policy_->force_schedule(*std::exchange(k_schedule_, std::nullopt));
   }
   for (auto& request : added) {
     const int64_t seq_id = request.seq->id;
@@ -233,11 +243,14 @@ void Engine::step() {
   }
   if (plan.empty()) return;
   try {
-    auto clock = std::chrono::steady_clock::now();
+    timer_->start();
     StepInput input = build_step_input(plan.scheduled, config_.block_size, runner_.device());
     at::Tensor logits = runner_.run(StepKind::kTarget, input);
-    const double target_time = seconds_since(clock);
+    const double target_time = timer_->seconds();
     std::vector<SampledSequence> sampled = sample(input, plan, logits);
+    // Sampling ends in a device-to-host copy: the verify step is done.
+    const double verified_at = timer_->seconds();
+    if (policy_) record_step(plan, input, verified_at);
 
     std::vector<RequestOutput> outputs;
     std::vector<int64_t> first_pairs, finished;  // finished requests are dropped once the step is done
@@ -252,6 +265,9 @@ void Engine::step() {
       }
       Request& request = requests_.at(seq.id);
       SampledSequence& result = sampled[next++];
+      if (const auto unused = std::exchange(request.unused_draft, std::nullopt); unused && samples == 1) {
+        policy_->acceptance().record(seq.id, 1, result.tokens[0] == *unused ? 1 : 0);
+      }
       RequestOutput out{request.id};
       out.num_prompt_tokens = seq.num_prompt_tokens;
       out.num_cached_tokens = seq.num_cached_tokens;
@@ -271,13 +287,17 @@ void Engine::step() {
       }
       outputs.push_back(std::move(out));
     }
-    const double sample_time = seconds_since(clock);
-    if (drafter_) draft(plan, input, first_pairs);
+    const double sampled_at = timer_->seconds();
+    if (drafter_) {
+      const DraftShape shape = draft(plan, input, first_pairs);
+      policy_->costs().record_draft(shape.fill_rows, shape.recursions, shape.recursion_rows,
+                                    timer_->seconds() - sampled_at);
+    }
     {
       std::lock_guard lock(stats_mutex_);
       stats_.target_seconds += target_time;
-      stats_.sample_seconds += sample_time;
-      stats_.draft_seconds += seconds_since(clock);
+      stats_.sample_seconds += sampled_at - target_time;
+      stats_.draft_seconds += timer_->seconds() - sampled_at;
     }
     for (const auto& s : plan.scheduled) {
       if (!s.seq->is_finished()) blocks_.commit(*s.seq);
@@ -309,8 +329,27 @@ std::vector<SampledSequence> Engine::sample(const StepInput& input, const Schedu
 
 void Engine::record_verification(Request& request, int64_t drafts, int64_t accepted) {
   count_verification(request.spec, drafts, accepted);
+  policy_->acceptance().record(request.seq->id, drafts, accepted);
   std::lock_guard lock(stats_mutex_);
   count_verification(stats_.spec, drafts, accepted);
+}
+
+void Engine::record_step(const SchedulerOutput& plan, const StepInput& input, double seconds) {
+  int64_t step_k = -1;
+  bool decode_only = true;
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    decode_only = decode_only && !plan.scheduled[i].is_prefill;
+    if (plan.scheduled[i].is_prefill || input.num_samples[i] == 0) continue;
+    const int64_t k = input.num_samples[i] - 1;
+    step_k = std::max(step_k, k);
+    auto& by_k = requests_.at(plan.scheduled[i].seq->id).spec.steps_by_k;
+    by_k.resize(std::max<size_t>(by_k.size(), k + 1), 0);
+    by_k[k] += 1;
+  }
+  if (decode_only) policy_->costs().record_verify(input.token_ids.size(0), attention_work(plan), seconds);
+  if (step_k < 0) return;
+  std::lock_guard lock(stats_mutex_);
+  stats_.spec.steps_by_k[step_k] += 1;
 }
 
 int64_t Engine::draft_budget(const Sequence& seq) const {
@@ -320,25 +359,51 @@ int64_t Engine::draft_budget(const Sequence& seq) const {
   return std::max<int64_t>(0, k);
 }
 
-void Engine::draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs) {
+Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& input,
+                                 const std::vector<int64_t>& first_pairs) {
   std::vector<DraftRequest> requests;
+  std::vector<DraftCandidate> candidates;
+  std::vector<size_t> candidate_request;
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     Sequence& seq = *plan.scheduled[i].seq;
     if (seq.is_finished()) continue;
-    int64_t k = input.num_samples[i] > 0 ? draft_budget(seq) : 0;
-    if (k > 0 && !blocks_.can_reserve(seq, k)) k = 0;  // drafting is optional work
-    if (k > 0) blocks_.reserve(seq, k);
-    requests.push_back({&seq, first_pairs[i], seq.num_computed_tokens - first_pairs[i],
-                        input.query_start[i], k});
+    requests.push_back({&seq, first_pairs[i], seq.num_computed_tokens - first_pairs[i], input.query_start[i], 0});
+    if (input.num_samples[i] > 0 && draft_budget(seq) > 0) {
+      candidates.push_back({seq.id, draft_budget(seq), seq.num_tokens()});
+      candidate_request.push_back(requests.size() - 1);
+    }
+  }
+  const DraftPlan chosen = policy_->plan(candidates);
+  std::vector<bool> unused(requests.size(), false);
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    DraftRequest& r = requests[candidate_request[c]];
+    int64_t k = chosen.drafts[c];
+    if (k > 0 && !blocks_.can_reserve(*r.seq, k)) k = 0;  // drafting is optional work
+    if (k > 0) blocks_.reserve(*r.seq, k);
+    // With no drafts the fill still yields draft 1 (at no extra cost): kept aside to measure acceptance.
+    r.num_drafts = std::max<int64_t>(k, 1);
+    unused[candidate_request[c]] = k == 0;
   }
   drafter_->propose(requests);
-  for (const auto& r : requests) {
-    const Request& request = requests_.at(r.seq->id);
-    if (request.forced_drafts.empty() || r.num_drafts == 0) continue;
-    const auto n = static_cast<size_t>(r.seq->num_output_tokens());
-    const size_t end = std::min(request.forced_drafts.size(), n + r.num_drafts);
-    r.seq->draft_tokens.assign(request.forced_drafts.begin() + std::min(n, end), request.forced_drafts.begin() + end);
+  DraftShape shape;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const DraftRequest& r = requests[i];
+    Request& request = requests_.at(r.seq->id);
+    shape.fill_rows += r.num_pairs;
+    shape.recursions = std::max<int64_t>(shape.recursions, r.num_drafts - 1);
+    shape.recursion_rows += std::max<int64_t>(r.num_drafts - 1, 0);
+    if (!request.forced_drafts.empty() && r.num_drafts > 0) {
+      const auto n = static_cast<size_t>(r.seq->num_output_tokens());
+      const size_t end = std::min(request.forced_drafts.size(), n + r.num_drafts);
+      r.seq->draft_tokens.assign(request.forced_drafts.begin() + std::min(n, end),
+                                 request.forced_drafts.begin() + end);
+    }
+    if (unused[i] && !r.seq->draft_tokens.empty()) {
+      request.unused_draft = r.seq->draft_tokens[0];
+      r.seq->draft_tokens.clear();
+    }
   }
+  return shape;
 }
 
 bool Engine::append_tokens(Request& request, const std::vector<int64_t>& tokens, RequestOutput& out) {
@@ -368,6 +433,7 @@ void Engine::finish(Request& request, FinishReason reason, RequestOutput& out) {
   out.finished = true;
   out.finish_reason = reason_name(reason);
   ids_.erase(request.id);
+  if (policy_) policy_->acceptance().forget(request.seq->id);
   std::lock_guard lock(inbox_mutex_);
   live_ids_.erase(request.id);
 }

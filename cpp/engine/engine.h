@@ -23,6 +23,8 @@
 #include "engine/mtp_drafter.h"
 #include "engine/request_output.h"
 #include "engine/sampler.h"
+#include "engine/speculation_policy.h"
+#include "engine/step_timer.h"
 
 namespace mtpserve {
 
@@ -34,7 +36,8 @@ struct EngineConfig {
   int64_t max_model_len = 0;
   std::vector<int64_t> eos_token_ids;
   uint64_t seed = 0;  // seeds requests that bring no seed of their own
-  int64_t num_speculative_tokens = 0;  // k MTP drafts per step; 0 disables MTP
+  int64_t num_speculative_tokens = 0;  // k_max: most MTP drafts per step; 0 disables MTP
+  SpeculationPolicyKind speculative_policy = SpeculationPolicyKind::kAdaptive;
 };
 
 struct EngineStats {
@@ -44,14 +47,15 @@ struct EngineStats {
   uint64_t prompt_tokens = 0, generation_tokens = 0, steps = 0, preemptions = 0;
   // Cumulative seconds in the target forward, in sampling + verification, and in MTP drafting.
   double target_seconds = 0, sample_seconds = 0, draft_seconds = 0;
-  SpecCounters spec;
+  SpecCounters spec;  // spec.steps_by_k[k]: steps whose most drafts verified by a sequence was k
 };
 
 class Engine {
  public:
-  // With num_speculative_tokens > 0, `mtp` drafts and `mtp_cache` is its latent cache.
+  // With num_speculative_tokens > 0, `mtp` drafts and `mtp_cache` is its latent cache. `timer`
+  // times the steps the speculation policy learns costs from (default: the host's steady clock).
   Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Tensor> caches, const MtpLayer* mtp = nullptr,
-         at::Tensor mtp_cache = {});
+         at::Tensor mtp_cache = {}, std::unique_ptr<StepTimer> timer = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -62,6 +66,8 @@ class Engine {
   // Tests only: request `id` drafts future_outputs[n .. n + k) at output index n instead of the
   // MTP layer's argmax (the MTP layer still runs), to drive acceptance on purpose.
   void override_drafts(const std::string& id, std::vector<int64_t> future_outputs);
+  // Tests only: the k of the i-th drafting step is schedule[i % size], whatever the policy.
+  void force_k_schedule(std::vector<int64_t> schedule);
   // Outputs gathered so far, waiting up to timeout_s for the first one.
   std::vector<RequestOutput> get_outputs(double timeout_s);
   EngineStats stats() const;
@@ -78,6 +84,14 @@ class Engine {
     uint64_t seed;
     SpecCounters spec;
     std::vector<int64_t> forced_drafts;
+    // The MTP fill's first draft when the policy gave the sequence none: compared with the next
+    // token, it measures first-position acceptance at no cost.
+    std::optional<int64_t> unused_draft;
+  };
+
+  // The draft phase's work, as the step cost model counts it.
+  struct DraftShape {
+    int64_t fill_rows = 0, recursions = 0, recursion_rows = 0;
   };
 
   void loop();
@@ -86,7 +100,9 @@ class Engine {
   // Samples (or verifies the drafts of) every scheduled sequence with samples this step.
   std::vector<SampledSequence> sample(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits);
   void record_verification(Request& request, int64_t drafts, int64_t accepted);
-  void draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs);
+  // Counts the step's k and, for a decode-only step, feeds its duration to the cost model.
+  void record_step(const SchedulerOutput& plan, const StepInput& input, double seconds);
+  DraftShape draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs);
   int64_t draft_budget(const Sequence& seq) const;
   void fail_step(const SchedulerOutput& plan, const std::string& error);
   void fail_sequence(int64_t seq_id, const std::string& error);
@@ -105,6 +121,8 @@ class Engine {
   ModelRunner runner_;
   Sampler sampler_;
   std::optional<MtpDrafter> drafter_;
+  std::optional<SpeculationPolicy> policy_;  // with drafter_
+  std::unique_ptr<StepTimer> timer_;
   std::mt19937_64 seeds_;
   std::unordered_map<int64_t, Request> requests_;  // by sequence id; loop thread only
   std::unordered_map<std::string, int64_t> ids_;  // request id -> sequence id; loop thread only
@@ -115,6 +133,7 @@ class Engine {
   std::vector<Request> pending_;
   std::vector<std::string> aborts_;
   std::vector<std::pair<std::string, std::vector<int64_t>>> overrides_;
+  std::optional<std::vector<int64_t>> k_schedule_;
   std::unordered_map<std::string, bool> live_ids_;  // ids accepted and not yet finished
   bool stopping_ = false;
   std::optional<std::string> failure_;  // set once; guarded by inbox_mutex_

@@ -101,6 +101,7 @@ class EngineCore:
         config.eos_token_ids = sorted(set(self.model.config.eos_token_ids) | set(self.tokenizer.eos_token_ids))
         config.seed = self.args.seed
         config.num_speculative_tokens = self.args.num_speculative_tokens
+        config.speculative_policy = getattr(_C.SpeculationPolicyKind, self.args.speculative_policy)
         scheduler = _C.SchedulerConfig()
         scheduler.max_tokens_per_batch = self.args.max_tokens_per_batch
         scheduler.max_seqs_per_batch = self.args.max_seqs_per_batch
