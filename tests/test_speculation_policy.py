@@ -13,15 +13,18 @@ def candidates(n, budget=K_MAX, context=100, first_id=0):
     return [(first_id + i, budget, context) for i in range(n)]
 
 
-def feed_costs(policy, per_row, fixed=1e-3, draft_fixed=2e-4, per_recursion=5e-4):
-    """Verify and draft steps of many sizes, timed by exact linear laws."""
-    for rows in range(4, 260, 3):
-        policy.record_verify(rows, rows * 100, fixed + per_row * rows)
-    for fill in range(4, 64, 5):
-        for recursions in range(3):
-            rec_rows = recursions * fill
-            policy.record_draft(fill, recursions, rec_rows, draft_fixed + 1e-6 * fill + per_recursion * recursions +
-                                per_row * rec_rows)
+PER_CONTEXT_TOKEN = 1e-8
+
+
+def feed_costs(policy, n, per_row, fixed=1e-3, draft_fixed=2e-4, per_recursion=5e-4):
+    """Verify and draft steps of n sequences and each k, timed by exact linear laws."""
+    for k in range(K_MAX + 1):
+        for step in range(30):
+            rows, context = n * (1 + k) - step % n, 100 * n + 977 * step
+            policy.record_verify(n, rows, context, fixed + per_row * rows + PER_CONTEXT_TOKEN * context)
+            fill, rec_rows = n + step % (k * n + 1), max(k - 1, 0) * (n - step % n)
+            policy.record_draft(n, fill, max(k - 1, 0), rec_rows, draft_fixed + 1e-6 * fill +
+                                per_recursion * max(k - 1, 0) + per_row * rec_rows)
 
 
 def feed_acceptance(policy, seq_id, accepted_of_3, times=50):
@@ -34,12 +37,13 @@ def past_warmup(policy, batch):
         policy.plan(batch)
 
 
-def test_warmup_cycles_k_and_probes_recur():
+def test_warmup_cycles_k_in_each_batch_size_bucket_and_probes_recur():
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     batch = candidates(4)
     ks = [policy.plan(batch)[0] for _ in range(policy.warmup_rounds * (K_MAX + 1))]
     assert ks == [i % (K_MAX + 1) for i in range(len(ks))]
-    feed_costs(policy, per_row=1e-3)  # rows so dear that drafting never pays
+    assert policy.plan(candidates(8))[0] == 0  # a new bucket warms up on its own
+    feed_costs(policy, 4, per_row=1e-3)  # rows so dear that drafting never pays
     feed_acceptance(policy, 0, 0)
     ks = [policy.plan(batch)[0] for _ in range(4 * policy.probe_interval)]
     probes = [i for i, k in enumerate(ks) if k != 0]
@@ -48,15 +52,17 @@ def test_warmup_cycles_k_and_probes_recur():
 
 def test_the_verify_cost_fit_recovers_a_linear_law():
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
-    feed_costs(policy, per_row=2e-5)
-    assert policy.verify_seconds(40, 4000) == pytest.approx(1e-3 + 2e-5 * 40, rel=1e-3)
+    feed_costs(policy, 16, per_row=2e-5)
+    assert policy.verify_seconds(16, 40, 4000) == pytest.approx(1e-3 + 2e-5 * 40 + PER_CONTEXT_TOKEN * 4000, rel=1e-3)
+    assert policy.verify_seconds(31, 40, 4000) == policy.verify_seconds(16, 40, 4000)  # one batch-size bucket
+    assert policy.verify_seconds(32, 40, 4000) == 0  # nothing measured at 32..63 sequences yet
 
 
 def test_cheap_rows_and_high_acceptance_draft_k_max():
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     batch = candidates(8)
     past_warmup(policy, batch)
-    feed_costs(policy, per_row=1e-6)
+    feed_costs(policy, 8, per_row=1e-6)
     feed_acceptance(policy, 100, 3)
     assert policy.plan(batch) == (K_MAX, [K_MAX] * 8)
 
@@ -65,7 +71,7 @@ def test_dear_rows_and_low_acceptance_draft_nothing():
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     batch = candidates(64)
     past_warmup(policy, batch)
-    feed_costs(policy, per_row=1e-4)
+    feed_costs(policy, 64, per_row=1e-4)
     feed_acceptance(policy, 100, 0)
     assert policy.plan(batch) == (0, [0] * 64)
 
@@ -74,7 +80,7 @@ def test_a_sequence_whose_drafts_fail_drafts_less_than_the_rest():
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     batch = candidates(8)
     past_warmup(policy, batch)
-    feed_costs(policy, per_row=2e-5)
+    feed_costs(policy, 8, per_row=2e-5)
     for seq_id in range(1, 8):
         feed_acceptance(policy, seq_id, 3, times=10)
     feed_acceptance(policy, 0, 0, times=10)

@@ -67,14 +67,16 @@ void bind_policy(py::module_& m) {
           },
           py::arg("candidates"), "candidates: (seq_id, budget, context) each; returns (step k, drafts of each)")
       .def("force_schedule", &SpeculationPolicy::force_schedule, py::arg("schedule"))
-      .def("record_verify", [](SpeculationPolicy& p, int64_t rows, int64_t attention,
-                               double seconds) { p.costs().record_verify(rows, attention, seconds); })
-      .def("record_draft",
-           [](SpeculationPolicy& p, int64_t fill_rows, int64_t recursions, int64_t recursion_rows, double seconds) {
-             p.costs().record_draft(fill_rows, recursions, recursion_rows, seconds);
+      .def("record_verify",
+           [](SpeculationPolicy& p, int64_t num_seqs, int64_t rows, int64_t context, double seconds) {
+             p.costs().record_verify(num_seqs, rows, context, seconds);
            })
-      .def("verify_seconds", [](SpeculationPolicy& p, double rows,
-                                double attention) { return p.costs().verify_seconds(rows, attention); })
+      .def("record_draft",
+           [](SpeculationPolicy& p, int64_t num_seqs, int64_t fill_rows, int64_t recursions, int64_t recursion_rows,
+              double seconds) { p.costs().record_draft(num_seqs, fill_rows, recursions, recursion_rows, seconds); })
+      .def("verify_seconds", [](SpeculationPolicy& p, int64_t num_seqs, double rows, double context) {
+        return p.costs().verify_seconds(num_seqs, rows, context);
+      })
       .def("record_acceptance", [](SpeculationPolicy& p, int64_t seq_id, int64_t drafts,
                                    int64_t accepted) { p.acceptance().record(seq_id, drafts, accepted); })
       .def("engine_acceptance", [](SpeculationPolicy& p) { return p.acceptance().engine(); })

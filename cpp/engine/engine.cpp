@@ -30,11 +30,11 @@ void count_verification(SpecCounters& spec, int64_t num_drafts, int64_t accepted
   for (int64_t j = 0; j < accepted; ++j) spec.accepted_per_position[j] += 1;
 }
 
-// Attention work of a step: every fed row attends over its sequence's context up to itself.
-int64_t attention_work(const SchedulerOutput& plan) {
-  int64_t work = 0;
-  for (const auto& s : plan.scheduled) work += s.num_new_tokens * (s.seq->num_computed_tokens + s.num_new_tokens);
-  return work;
+// The context lengths of a step's sequences, summed: the latent cache its attention reads.
+int64_t context_tokens(const SchedulerOutput& plan) {
+  int64_t tokens = 0;
+  for (const auto& s : plan.scheduled) tokens += s.seq->num_computed_tokens + s.num_new_tokens;
+  return tokens;
 }
 
 bool contains(const std::vector<int64_t>& ids, int64_t token) {
@@ -290,7 +290,7 @@ void Engine::step() {
     const double sampled_at = timer_->seconds();
     if (drafter_) {
       const DraftShape shape = draft(plan, input, first_pairs);
-      policy_->costs().record_draft(shape.fill_rows, shape.recursions, shape.recursion_rows,
+      policy_->costs().record_draft(shape.num_seqs, shape.fill_rows, shape.recursions, shape.recursion_rows,
                                     timer_->seconds() - sampled_at);
     }
     {
@@ -346,7 +346,7 @@ void Engine::record_step(const SchedulerOutput& plan, const StepInput& input, do
     by_k.resize(std::max<size_t>(by_k.size(), k + 1), 0);
     by_k[k] += 1;
   }
-  if (decode_only) policy_->costs().record_verify(input.token_ids.size(0), attention_work(plan), seconds);
+  if (decode_only) policy_->costs().record_verify(plan.scheduled.size(), input.token_ids.size(0), context_tokens(plan), seconds);
   if (step_k < 0) return;
   std::lock_guard lock(stats_mutex_);
   stats_.spec.steps_by_k[step_k] += 1;
@@ -389,6 +389,7 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
   for (size_t i = 0; i < requests.size(); ++i) {
     const DraftRequest& r = requests[i];
     Request& request = requests_.at(r.seq->id);
+    shape.num_seqs += 1;
     shape.fill_rows += r.num_pairs;
     shape.recursions = std::max<int64_t>(shape.recursions, r.num_drafts - 1);
     shape.recursion_rows += std::max<int64_t>(r.num_drafts - 1, 0);

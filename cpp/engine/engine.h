@@ -91,7 +91,7 @@ class Engine {
 
   // The draft phase's work, as the step cost model counts it.
   struct DraftShape {
-    int64_t fill_rows = 0, recursions = 0, recursion_rows = 0;
+    int64_t num_seqs = 0, fill_rows = 0, recursions = 0, recursion_rows = 0;
   };
 
   void loop();

@@ -12,9 +12,11 @@ SpeculationPolicy::SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max)
 
 DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates) {
   if (candidates.empty()) return {};
-  const int64_t i = plans_++;
-  if (!schedule_.empty()) return uniform(candidates, schedule_[i % schedule_.size()]);
+  if (!schedule_.empty()) return uniform(candidates, schedule_[forced_plans_++ % schedule_.size()]);
   if (kind_ == SpeculationPolicyKind::kFixed) return uniform(candidates, k_max_);
+  const auto bucket = static_cast<size_t>(StepCostModel::bucket(static_cast<int64_t>(candidates.size())));
+  if (plans_.size() <= bucket) plans_.resize(bucket + 1, 0);
+  const int64_t i = plans_[bucket]++;
   const int64_t warmup = kWarmupRounds * (k_max_ + 1);
   if (i < warmup) return uniform(candidates, i % (k_max_ + 1));
   if ((i - warmup) % kProbeInterval == kProbeInterval - 1) {
@@ -62,9 +64,10 @@ void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,
                              const std::vector<std::vector<double>>& reach, double seconds_per_token,
                              DraftPlan& plan) const {
   plan.step_k = 0;
+  const auto n = static_cast<int64_t>(candidates.size());
   for (size_t s = 0; s < candidates.size(); ++s) {
     int64_t& k = plan.drafts[s];
-    while (k > 0 && reach[s][k] * seconds_per_token < costs_.seconds_per_draft(candidates[s].context + k)) --k;
+    while (k > 0 && reach[s][k] * seconds_per_token < costs_.seconds_per_draft(n)) --k;
     plan.step_k = std::max(plan.step_k, k);
   }
 }
@@ -72,18 +75,19 @@ void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,
 SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftCandidate>& candidates,
                                                         const std::vector<std::vector<double>>& reach,
                                                         const DraftPlan& plan) const {
-  double rows = 0, attention = 0, tokens = 0, recursion_rows = 0;
+  double rows = 0, context = 0, tokens = 0, recursion_rows = 0;
   for (size_t s = 0; s < candidates.size(); ++s) {
     const int64_t k = plan.drafts[s];
     rows += 1 + k;
-    attention += static_cast<double>(1 + k) * static_cast<double>(candidates[s].context + k);
+    context += static_cast<double>(candidates[s].context + k);
     for (int64_t i = 0; i <= k; ++i) tokens += reach[s][i];
     recursion_rows += std::max<int64_t>(k - 1, 0);
   }
   const double recursions = std::max<int64_t>(plan.step_k - 1, 0);
   // The next fill runs over every position this step computes: its emitted tokens.
-  const double seconds = costs_.verify_seconds(rows, attention) + costs_.draft_seconds(tokens, recursions,
-                                                                                         recursion_rows);
+  const auto n = static_cast<int64_t>(candidates.size());
+  const double seconds =
+      costs_.verify_seconds(n, rows, context) + costs_.draft_seconds(n, tokens, recursions, recursion_rows);
   return {tokens, seconds};
 }
 

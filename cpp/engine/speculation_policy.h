@@ -5,9 +5,9 @@
 //             batch, from the measured step costs (StepCostModel) and the acceptance estimates
 //             (AcceptanceStats); within that k, a sequence whose own acceptance makes a draft
 //             worth less than the time it adds drafts fewer.
-// The adaptive policy first cycles k through 0..k_max (warm-up: the cost fits need steps of
-// several sizes), and later takes every kProbeInterval-th step at a cycled k, so that a cost it
-// has stopped observing cannot go stale.
+// In each batch-size bucket of the cost model the adaptive policy first cycles k through
+// 0..k_max (warm-up: the bucket's fits need steps of each k), and later takes every
+// kProbeInterval-th step at a cycled k, so that a cost it has stopped observing cannot go stale.
 #include <cstdint>
 #include <vector>
 
@@ -21,7 +21,7 @@ enum class SpeculationPolicyKind { kAdaptive, kFixed };
 struct DraftCandidate {
   int64_t seq_id;
   int64_t budget;   // most drafts it may take (max_tokens, context length, k_max)
-  int64_t context;  // tokens its next step's first row attends over
+  int64_t context;  // tokens in its context at its next step's first row
 };
 
 struct DraftPlan {
@@ -32,7 +32,7 @@ struct DraftPlan {
 class SpeculationPolicy {
  public:
   // Warm-up: this many plans at each k in turn.
-  static constexpr int64_t kWarmupRounds = 8;
+  static constexpr int64_t kWarmupRounds = 4;
   // After warm-up, one plan in this many is a probe at a cycled k: a few percent of the steps
   // at most run at a k the estimate did not choose.
   static constexpr int64_t kProbeInterval = 50;
@@ -63,7 +63,8 @@ class SpeculationPolicy {
   StepCostModel costs_;
   AcceptanceStats acceptance_;
   std::vector<int64_t> schedule_;
-  int64_t plans_ = 0;
+  std::vector<int64_t> plans_;  // adaptive plans made, per batch-size bucket
+  int64_t forced_plans_ = 0;
 };
 
 }  // namespace mtpserve
