@@ -73,7 +73,7 @@ class EngineStatsCollector(Collector):
                                   "sequence verified in the step (the speculation policy's choice).",
                                   labels=list(self._labels))
         cumulative = [sum(steps_by_k[:k + 1]) for k in range(len(steps_by_k))]
-        buckets = [(str(k), count) for k, count in enumerate(cumulative)] + [("+Inf", cumulative[-1])]
+        buckets = [(str(float(k)), count) for k, count in enumerate(cumulative)] + [("+Inf", cumulative[-1])]
         h.add_metric(list(self._labels.values()), buckets, sum(k * n for k, n in enumerate(steps_by_k)))
         return h
 
