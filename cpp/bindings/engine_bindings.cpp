@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include "engine/engine.h"
+#include "engine/step_input.h"
 #include "engine/worker.h"
 
 namespace py = pybind11;
@@ -84,10 +85,31 @@ void bind_policy(py::module_& m) {
            [](SpeculationPolicy& p, int64_t seq_id) { return p.acceptance().sequence(seq_id); });
 }
 
+// One prompt through the engine's forwards (tests): its greedy first token after the prefill, then
+// the k drafts the MtpDrafter proposes from there (the MTP fill, then the recursion).
+std::pair<int64_t, std::vector<int64_t>> drafts_after_prefill(const DeepSeekV3& target, std::vector<at::Tensor> caches,
+                                                               const MtpLayer& mtp, at::Tensor mtp_cache,
+                                                               int64_t block_size, std::vector<int64_t> prompt,
+                                                               int64_t k) {
+  ModelRunner runner(target, std::move(caches), &mtp, std::move(mtp_cache));
+  Sequence seq(0, std::move(prompt));
+  const int64_t n = seq.num_tokens();
+  for (int32_t block = 0; block * block_size < n + k + 1; ++block) seq.block_table.push_back(block);
+  const StepInput input = build_step_input({{&seq, n, true, true}}, block_size, runner.device());
+  const int64_t first = runner.run(StepKind::kTarget, input).argmax(-1).item<int64_t>();
+  seq.num_computed_tokens = n;
+  seq.append_token(first);
+  MtpDrafter(runner, block_size).propose({{&seq, 0, n, 0, k}});
+  return {first, seq.draft_tokens};
+}
+
 }  // namespace
 
 void bind_engine(py::module_& m) {
   bind_policy(m);
+  m.def("drafts_after_prefill", &drafts_after_prefill, py::arg("target"), py::arg("caches"), py::arg("mtp"),
+        py::arg("mtp_cache"), py::arg("block_size"), py::arg("prompt"), py::arg("k"),
+        "Tests: (greedy first token, the k MTP drafts that follow it) for one prompt, through the engine's forwards.");
   bind_outputs(m);
   py::enum_<SpeculationPolicyKind>(m, "SpeculationPolicyKind")
       .value("adaptive", SpeculationPolicyKind::kAdaptive)
