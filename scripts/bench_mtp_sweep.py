@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--num_speculative_tokens of each method; 0 is the baseline (default 0,1,2,3)")
     p.add_argument("--adaptive-k-max", type=_int_list, default=[],
                    help="also the adaptive policy with each of these k_max (e.g. 3)")
-    p.add_argument("--repeats", type=int, default=1, help="runs per method and concurrency; the median-TPOT one is kept")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="runs per method and concurrency; the median-TPOT one is kept")
     p.add_argument("--concurrencies", type=_int_list, default=[1, 2, 4, 8, 16, 20, 40, 80])
     p.add_argument("--num-prompts", type=int, default=None, help="prompts per run (default: max(F*c, M), "
                                                                  "F = --prompts-factor, M = --min-prompts)")
@@ -242,7 +243,8 @@ def plot(rows: list[dict], out_dir: Path) -> list[Path]:
              "tpot_speedup_vs_concurrency")):
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for _, method in methods:
-            pts = sorted((r["concurrency"], r.get(key)) for r in rows if r["method"] == method and r.get(key) is not None)
+            pts = sorted((r["concurrency"], r.get(key)) for r in rows
+                         if r["method"] == method and r.get(key) is not None)
             if pts:
                 ax.plot([c for c, _ in pts], [v for _, v in pts], marker="o", label=method)
         if key == "tpot_speedup":
@@ -353,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
                     row["server_command"] = shlex.join(cmd)
                     repeats.setdefault(method, []).append(row)
                     if sweep["bench_config"] is None:
-                        sweep["bench_config"] = {key: v for key, v in result.to_dict(with_records=False)["config"].items()
+                        config = result.to_dict(with_records=False)["config"]
+                        sweep["bench_config"] = {key: v for key, v in config.items()
                                                  if key not in ("base_url", "max_concurrency", "num_prompts", "seed")}
                     acc = row["acceptance_rate"]
                     print(f"   {method} c={c} repeat {repeat}: {row['completed']}/{row['num_prompts']} ok, mean TPOT "

@@ -37,6 +37,11 @@ int64_t context_tokens(const SchedulerOutput& plan) {
   return tokens;
 }
 
+// Decode and verify steps only: the cost model never predicts a step with prefill chunks.
+bool decode_only(const SchedulerOutput& plan) {
+  return std::none_of(plan.scheduled.begin(), plan.scheduled.end(), [](const auto& s) { return s.is_prefill; });
+}
+
 bool contains(const std::vector<int64_t>& ids, int64_t token) {
   return std::find(ids.begin(), ids.end(), token) != ids.end();
 }
@@ -290,8 +295,10 @@ void Engine::step() {
     const double sampled_at = timer_->seconds();
     if (drafter_) {
       const DraftShape shape = draft(plan, input, first_pairs);
-      policy_->costs().record_draft(shape.num_seqs, shape.fill_rows, shape.recursions, shape.recursion_rows,
-                                    timer_->seconds() - sampled_at);
+      if (decode_only(plan)) {
+        policy_->costs().record_draft(shape.num_seqs, shape.fill_rows, shape.recursions, shape.recursion_rows,
+                                      timer_->seconds() - sampled_at);
+      }
     }
     {
       std::lock_guard lock(stats_mutex_);
@@ -336,9 +343,7 @@ void Engine::record_verification(Request& request, int64_t drafts, int64_t accep
 
 void Engine::record_step(const SchedulerOutput& plan, const StepInput& input, double seconds) {
   int64_t step_k = -1;
-  bool decode_only = true;
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-    decode_only = decode_only && !plan.scheduled[i].is_prefill;
     if (plan.scheduled[i].is_prefill || input.num_samples[i] == 0) continue;
     const int64_t k = input.num_samples[i] - 1;
     step_k = std::max(step_k, k);
@@ -346,7 +351,9 @@ void Engine::record_step(const SchedulerOutput& plan, const StepInput& input, do
     by_k.resize(std::max<size_t>(by_k.size(), k + 1), 0);
     by_k[k] += 1;
   }
-  if (decode_only) policy_->costs().record_verify(plan.scheduled.size(), input.token_ids.size(0), context_tokens(plan), seconds);
+  if (decode_only(plan)) {
+    policy_->costs().record_verify(plan.scheduled.size(), input.token_ids.size(0), context_tokens(plan), seconds);
+  }
   if (step_k < 0) return;
   std::lock_guard lock(stats_mutex_);
   stats_.spec.steps_by_k[step_k] += 1;

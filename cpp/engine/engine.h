@@ -100,7 +100,7 @@ class Engine {
   // Samples (or verifies the drafts of) every scheduled sequence with samples this step.
   std::vector<SampledSequence> sample(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits);
   void record_verification(Request& request, int64_t drafts, int64_t accepted);
-  // Counts the step's k and, for a decode-only step, feeds its duration to the cost model.
+  // Counts the step's k and, for a decode-only step, feeds its verify time to the cost model.
   void record_step(const SchedulerOutput& plan, const StepInput& input, double seconds);
   DraftShape draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs);
   int64_t draft_budget(const Sequence& seq) const;
