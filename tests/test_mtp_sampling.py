@@ -71,7 +71,7 @@ def small_vocab_model(tmp_path_factory, device):
 
 
 def first_two_tokens(model, k: int, sampling: dict, seed0: int, forced: list[int] | None = None,
-                     policy: str = "fixed") -> np.ndarray:
+                     policy: str = "fixed", k_schedule: list[int] | None = None) -> np.ndarray:
     """Joint counts [VOCAB, VOCAB] of the first two tokens of SAMPLES seeded requests."""
     config = _C.EngineConfig()
     config.block_size, config.num_blocks, config.max_model_len = 4, 4096, 64
@@ -84,6 +84,8 @@ def first_two_tokens(model, k: int, sampling: dict, seed0: int, forced: list[int
     caches, mtp_caches = model.allocate_caches(config.num_blocks, config.block_size)
     engine = _C.Engine(config, model.target, caches, model.mtp_layers[0] if k else None,
                        mtp_caches[0] if k else None)
+    if k_schedule:
+        engine.force_k_schedule(k_schedule)
     counts = np.zeros((VOCAB, VOCAB))
     try:
         for start in range(0, SAMPLES, 2000):
@@ -128,10 +130,11 @@ def test_mtp_sampling_leaves_the_joint_distribution_unchanged(small_vocab_model,
 
 
 def test_mtp_sampling_under_the_adaptive_policy_leaves_the_joint_distribution_unchanged(small_vocab_model):
-    """The policy's own choices (its warm-up alternates k = 0 and 1, then it picks by measured cost and
-    acceptance), so some steps verify a draft and some do not."""
+    """Seeded requests draft k_max under the adaptive policy (their tokens must not depend on the load), so a
+    forced schedule makes the step's k alternate: some steps verify a draft and some do not."""
     sampling = dict(temperature=1.0)
     off, _ = first_two_tokens(small_vocab_model, 0, sampling, seed0=0)
-    on, stats = first_two_tokens(small_vocab_model, 1, sampling, seed0=30 * SAMPLES, policy="adaptive")
+    on, stats = first_two_tokens(small_vocab_model, 1, sampling, seed0=30 * SAMPLES, policy="adaptive",
+                                 k_schedule=[1, 0, 0])
     assert stats.spec.draft_tokens > 0 and stats.spec.steps_by_k[0] > 0
     assert_same_distribution(off, on)

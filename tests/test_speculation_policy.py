@@ -10,7 +10,7 @@ ADAPTIVE, FIXED = _C.SpeculationPolicyKind.adaptive, _C.SpeculationPolicyKind.fi
 
 
 def candidates(n, budget=K_MAX, context=100, first_id=0):
-    return [(first_id + i, budget, context) for i in range(n)]
+    return [(first_id + i, budget, context, False) for i in range(n)]
 
 
 PER_CONTEXT_TOKEN = 1e-8
@@ -76,6 +76,15 @@ def test_dear_rows_and_low_acceptance_draft_nothing():
     assert policy.plan(batch) == (0, [0] * 64)
 
 
+def test_a_pinned_sequence_drafts_its_budget_whatever_the_costs():
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    batch = candidates(63) + [(63, 2, 100, True)]
+    past_warmup(policy, batch)
+    feed_costs(policy, 64, per_row=1e-4)
+    feed_acceptance(policy, 100, 0)
+    assert policy.plan(batch) == (2, [0] * 63 + [2])
+
+
 def test_a_sequence_whose_drafts_fail_drafts_less_than_the_rest():
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     batch = candidates(8)
@@ -102,7 +111,7 @@ def test_acceptance_is_conditional_per_position_and_new_sequences_start_from_the
 
 def test_fixed_and_forced_plans_stay_within_each_budget():
     fixed = _C.SpeculationPolicy(FIXED, K_MAX)
-    batch = [(0, 3, 10), (1, 1, 10), (2, 0, 10)]
+    batch = [(0, 3, 10, False), (1, 1, 10, False), (2, 0, 10, False)]
     assert fixed.plan(batch) == (3, [3, 1, 0])
     forced = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     forced.force_schedule([2, 0])

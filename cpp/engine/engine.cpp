@@ -376,7 +376,8 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
     if (seq.is_finished()) continue;
     requests.push_back({&seq, first_pairs[i], seq.num_computed_tokens - first_pairs[i], input.query_start[i], 0});
     if (input.num_samples[i] > 0 && draft_budget(seq) > 0) {
-      candidates.push_back({seq.id, draft_budget(seq), seq.num_tokens()});
+      const bool pinned = seq.params.seed.has_value() && !seq.params.greedy();
+      candidates.push_back({seq.id, draft_budget(seq), seq.num_tokens(), pinned});
       candidate_request.push_back(requests.size() - 1);
     }
   }

@@ -12,7 +12,15 @@ SpeculationPolicy::SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max)
 
 DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates) {
   if (candidates.empty()) return {};
-  if (!schedule_.empty()) return uniform(candidates, schedule_[forced_plans_++ % schedule_.size()]);
+  if (!schedule_.empty()) {
+    DraftPlan plan;
+    for (const auto& c : candidates) {
+      plan.drafts.push_back(std::clamp<int64_t>(schedule_[forced_plans_], 0, c.budget));
+    }
+    plan.step_k = *std::max_element(plan.drafts.begin(), plan.drafts.end());
+    forced_plans_ = (forced_plans_ + 1) % static_cast<int64_t>(schedule_.size());
+    return plan;
+  }
   if (kind_ == SpeculationPolicyKind::kFixed) return uniform(candidates, k_max_);
   const auto bucket = static_cast<size_t>(StepCostModel::bucket(static_cast<int64_t>(candidates.size())));
   if (plans_.size() <= bucket) plans_.resize(bucket + 1, 0);
@@ -28,7 +36,7 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates)
 DraftPlan SpeculationPolicy::uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const {
   DraftPlan plan;
   for (const auto& c : candidates) {
-    plan.drafts.push_back(std::clamp<int64_t>(k, 0, c.budget));
+    plan.drafts.push_back(std::clamp<int64_t>(c.pinned ? k_max_ : k, 0, c.budget));
     plan.step_k = std::max(plan.step_k, plan.drafts.back());
   }
   return plan;
@@ -63,13 +71,12 @@ DraftPlan SpeculationPolicy::best(const std::vector<DraftCandidate>& candidates)
 void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,
                              const std::vector<std::vector<double>>& reach, double seconds_per_token,
                              DraftPlan& plan) const {
-  plan.step_k = 0;
   const auto n = static_cast<int64_t>(candidates.size());
   for (size_t s = 0; s < candidates.size(); ++s) {
     int64_t& k = plan.drafts[s];
-    while (k > 0 && reach[s][k] * seconds_per_token < costs_.seconds_per_draft(n)) --k;
-    plan.step_k = std::max(plan.step_k, k);
+    while (!candidates[s].pinned && k > 0 && reach[s][k] * seconds_per_token < costs_.seconds_per_draft(n)) --k;
   }
+  plan.step_k = *std::max_element(plan.drafts.begin(), plan.drafts.end());
 }
 
 SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftCandidate>& candidates,

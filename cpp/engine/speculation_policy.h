@@ -1,6 +1,6 @@
 #pragma once
 // Chooses how many MTP drafts each decoding sequence takes for the next step.
-//   fixed:    every sequence drafts k_max (within its budget).
+//   fixed:    every sequence drafts k_max (within its budget); so do pinned sequences under adaptive.
 //   adaptive: the step's k in 0..k_max that maximises expected emitted tokens per second of the
 //             batch, from the measured step costs (StepCostModel) and the acceptance estimates
 //             (AcceptanceStats); within that k, a sequence whose own acceptance makes a draft
@@ -22,6 +22,9 @@ struct DraftCandidate {
   int64_t seq_id;
   int64_t budget;   // most drafts it may take (max_tokens, context length, k_max)
   int64_t context;  // tokens in its context at its next step's first row
+  // Drafts its whole budget whatever the load: a seeded sampled request's tokens depend on how many
+  // drafts each of its steps verifies, and must not depend on what else runs.
+  bool pinned = false;
 };
 
 struct DraftPlan {
@@ -40,8 +43,12 @@ class SpeculationPolicy {
   SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max);
 
   DraftPlan plan(const std::vector<DraftCandidate>& candidates);
-  // Tests only: the step's k of plan i is schedule[i % size] (within budgets), whatever the kind.
-  void force_schedule(std::vector<int64_t> schedule) { schedule_ = std::move(schedule); }
+  // Tests only: the step's k of plan i is schedule[i % size] (within budgets, pinned or not), whatever
+  // the kind.
+  void force_schedule(std::vector<int64_t> schedule) {
+    schedule_ = std::move(schedule);
+    forced_plans_ = 0;
+  }
 
   StepCostModel& costs() { return costs_; }
   AcceptanceStats& acceptance() { return acceptance_; }
