@@ -26,7 +26,7 @@ PROMPTS = [
 
 def run(llm: LLM, batch: int, max_tokens: int, temperature: float) -> dict:
     messages = [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(batch)]
-    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=True, seed=0)
+    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=True)
     llm.chat(messages[:1], SamplingParams(temperature=temperature, max_tokens=8, ignore_eos=True))  # warm-up
     before = llm.stats()
     start = time.perf_counter()
@@ -158,7 +158,7 @@ def plot(results: list[dict], path: str, device: str) -> None:
         values = [next((r["tokens_per_s"] for r in results if method_name(r) == name and r["batch"] == b), 0)
                   for b in batches]
         ax.bar([j + i * width for j in range(len(batches))], values, width, label=name)
-    ax.set_xticks([j + width * (len(ks) - 1) / 2 for j in range(len(batches))], [f"batch {b}" for b in batches])
+    ax.set_xticks([j + width * (len(names) - 1) / 2 for j in range(len(batches))], [f"batch {b}" for b in batches])
     ax.set_ylabel("output tokens/s")
     ax.set_title(f"mtpserve offline decode, embedded model, {device}")
     ax.legend()

@@ -98,3 +98,15 @@ def test_the_policy_drafts_for_always_accepted_drafts_and_stops_for_always_rejec
             assert (sum(steps[1:]) > steps[0]) == drafting, steps
         finally:
             llm.shutdown()
+
+
+def test_the_policy_flag_defaults_to_adaptive_and_refuses_unknown_policies():
+    from mtpserve.cli import build_parser, engine_args
+    from mtpserve.engine_args import EngineArgs
+
+    assert engine_args(build_parser().parse_args(["serve"])).speculative_policy == "adaptive"
+    assert engine_args(build_parser().parse_args(["serve", "--speculative_policy", "fixed"])).speculative_policy == "fixed"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--speculative_policy", "greedy"])
+    with pytest.raises(ValueError, match="speculative_policy must be one of adaptive, fixed"):
+        EngineArgs(speculative_policy="greedy")
