@@ -105,7 +105,8 @@ def test_the_policy_flag_defaults_to_adaptive_and_refuses_unknown_policies():
     from mtpserve.engine_args import EngineArgs
 
     assert engine_args(build_parser().parse_args(["serve"])).speculative_policy == "adaptive"
-    assert engine_args(build_parser().parse_args(["serve", "--speculative_policy", "fixed"])).speculative_policy == "fixed"
+    fixed = build_parser().parse_args(["serve", "--speculative_policy", "fixed"])
+    assert engine_args(fixed).speculative_policy == "fixed"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--speculative_policy", "greedy"])
     with pytest.raises(ValueError, match="speculative_policy must be one of adaptive, fixed"):
