@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""MTP-vs-baseline serving sweep: for each method (baseline = no MTP, then MTP with k = 1, 2, 3 draft tokens)
-start `mtpserve serve` on a free loopback port, wait for /health, run the serving benchmark
-(mtpserve.bench, in-process) at every concurrency, stop the server; then write into --out-dir:
+"""MTP-vs-baseline serving sweep: one `mtpserve serve` per method (baseline = no MTP, MTP with a fixed k = 1, 2, 3
+draft tokens, and the adaptive policy with k_max = --adaptive-k-max), all started at once on free loopback ports;
+at every concurrency, --repeats rounds run the serving benchmark (mtpserve.bench, in-process) against each server
+in turn (so a co-tenant's load hits the methods alike), and each method's row is its median-TPOT repeat; then
+the servers stop and --out-dir gets:
 
   results.md                        | method | Concurrency | Mean TPOT(ms) | ... | Acceptance rate | TPOT speedup |
   throughput_vs_concurrency.png     output tokens/s, one line per method
@@ -13,7 +15,8 @@ start `mtpserve serve` on a free loopback port, wait for /health, run the servin
 
 Every method sees the same prompts at a given concurrency (the seed is --seed + the concurrency's index, so
 consecutive concurrencies do not resend the same prompts into a warm prefix cache). Server flags other than
---model, --port and --num_speculative_tokens go after `--`.
+--model, --port, --num_speculative_tokens and --speculative_policy go after `--`. `Chosen k` is the share of
+decode steps at each k, from the server's mtpserve:spec_decode_step_k histogram.
 
   .venv/bin/python scripts/bench_mtp_sweep.py --out-dir /tmp/sweep -- --dtype float32
   .venv/bin/python scripts/bench_mtp_sweep.py --model /models/DeepSeek-V3 --ks 0,1,2,3 \\
@@ -48,7 +51,7 @@ from mtpserve.bench.runner import add_bench_args, config_from_args  # noqa: E402
 SWEEP_SKIP = ("base_url", "host", "port", "model", "served_model_name", "num_prompts", "max_concurrency",
               "save_result")
 COLUMNS = ("method", "Concurrency", "Mean TPOT(ms)", "Mean TTFT(ms)", "Output Tokens/s", "Total Tokens/s",
-           "Acceptance rate", "TPOT speedup")
+           "Acceptance rate", "TPOT speedup", "Chosen k 0/1/2/3 (%)")
 
 
 def _int_list(value: str) -> list[int]:
@@ -61,8 +64,14 @@ def _int_list(value: str) -> list[int]:
     return items
 
 
-def method_name(k: int) -> str:
-    return "baseline" if k == 0 else f"MTP k={k}"
+def method_name(k: int, policy: str = "fixed") -> str:
+    if k == 0:
+        return "baseline"
+    return f"MTP adaptive k_max={k}" if policy == "adaptive" else f"MTP k={k}"
+
+
+def method_order(row: dict) -> tuple:
+    return row.get("policy", "fixed") == "adaptive", row["k"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="model directory to serve (default: the embedded tiny model)")
     p.add_argument("--ks", type=_int_list, default=[0, 1, 2, 3],
                    help="--num_speculative_tokens of each method; 0 is the baseline (default 0,1,2,3)")
+    p.add_argument("--adaptive-k-max", type=_int_list, default=[],
+                   help="also the adaptive policy with each of these k_max (e.g. 3)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="runs per method and concurrency; the median-TPOT one is kept")
     p.add_argument("--concurrencies", type=_int_list, default=[1, 2, 4, 8, 16, 20, 40, 80])
     p.add_argument("--num-prompts", type=int, default=None, help="prompts per run (default: max(F*c, M), "
                                                                  "F = --prompts-factor, M = --min-prompts)")
@@ -99,9 +112,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(server_cmd: list[str], model: str | None, k: int, port: int, extra: list[str], log_path: Path):
+def start_server(server_cmd: list[str], model: str | None, k: int, policy: str, port: int, extra: list[str],
+                 log_path: Path):
     cmd = list(server_cmd) + (["--model", model] if model else []) + [
-        "--port", str(port), "--num_speculative_tokens", str(k)] + list(extra)
+        "--port", str(port), "--num_speculative_tokens", str(k), "--speculative_policy", policy] + list(extra)
     log = open(log_path, "w", encoding="utf-8")
     log.write("$ " + shlex.join(cmd) + "\n")
     log.flush()
@@ -150,12 +164,16 @@ def _tail(path: Path, lines: int = 30) -> str:
         return ""
 
 
+def file_name(method: str) -> str:
+    return method.replace(' ', '_').replace('=', '')
+
+
 # ---- results ------------------------------------------------------------------------------------------------
 
 
-def summary_row(method: str, k: int, concurrency: int, result) -> dict:
+def summary_row(method: str, k: int, policy: str, concurrency: int, result) -> dict:
     m, s = result.metrics, result.spec_decode or {}
-    return {"method": method, "k": k, "concurrency": concurrency, "num_prompts": len(result.records),
+    return {"method": method, "k": k, "policy": policy, "concurrency": concurrency, "num_prompts": len(result.records),
             "completed": m.completed, "failed": m.failed, "duration_s": m.duration_s,
             "mean_tpot_ms": m.latency["tpot"]["mean"], "median_tpot_ms": m.latency["tpot"]["median"],
             "mean_ttft_ms": m.latency["ttft"]["mean"], "median_ttft_ms": m.latency["ttft"]["median"],
@@ -164,7 +182,20 @@ def summary_row(method: str, k: int, concurrency: int, result) -> dict:
             "request_throughput": m.request_throughput, "total_input": m.total_input,
             "total_output": m.total_output, "mean_tokens_per_chunk": m.mean_tokens_per_chunk,
             "acceptance_rate": s.get("acceptance_rate"), "mean_acceptance_length": s.get("mean_acceptance_length"),
-            "acceptance_rate_per_position": s.get("acceptance_rate_per_position")}
+            "acceptance_rate_per_position": s.get("acceptance_rate_per_position"),
+            "steps_by_k": s.get("steps_by_k")}
+
+
+def median_row(rows: list[dict]) -> dict:
+    """The repeat with the median mean TPOT, with every repeat's TPOT beside it."""
+    ordered = sorted(rows, key=lambda r: r["mean_tpot_ms"] if r["mean_tpot_ms"] is not None else float("inf"))
+    return {**ordered[len(ordered) // 2], "repeats_mean_tpot_ms": [r["mean_tpot_ms"] for r in rows]}
+
+
+def chosen_k(row: dict) -> str:
+    by_k = row.get("steps_by_k") or []
+    total = sum(by_k)
+    return "-" if not total else " / ".join(f"{100 * n / total:.0f}" for n in by_k)
 
 
 def add_speedups(rows: list[dict]) -> None:
@@ -181,13 +212,13 @@ def _fmt(value, spec: str, none: str = "-") -> str:
 
 def markdown_table(rows: list[dict]) -> str:
     out = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join(["---"] + ["---:"] * (len(COLUMNS) - 1)) + "|"]
-    for r in sorted(rows, key=lambda r: (r["k"], r["concurrency"])):
+    for r in sorted(rows, key=lambda r: (method_order(r), r["concurrency"])):
         acc = r["acceptance_rate"]
         out.append("| " + " | ".join([
             r["method"], str(r["concurrency"]), _fmt(r["mean_tpot_ms"], ".2f"), _fmt(r["mean_ttft_ms"], ".2f"),
             _fmt(r["output_throughput"], ".2f"), _fmt(r["total_token_throughput"], ".2f"),
             "-" if acc is None else f"{100 * acc:.1f}%", _fmt(r.get("tpot_speedup"), ".2f") +
-            ("x" if r.get("tpot_speedup") is not None else "")]) + " |")
+            ("x" if r.get("tpot_speedup") is not None else ""), chosen_k(r)]) + " |")
     failed = [r for r in rows if r["failed"]]
     if failed:
         out.append("")
@@ -202,7 +233,7 @@ def plot(rows: list[dict], out_dir: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    methods = sorted({(r["k"], r["method"]) for r in rows})
+    methods = sorted({(method_order(r), r["method"]) for r in rows})
     concurrencies = sorted({r["concurrency"] for r in rows})
     paths = []
     for key, ylabel, title, name in (
@@ -211,8 +242,9 @@ def plot(rows: list[dict], out_dir: Path) -> list[Path]:
             ("tpot_speedup", "TPOT speedup over baseline (x)", "TPOT speedup vs concurrency",
              "tpot_speedup_vs_concurrency")):
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        for k, method in methods:
-            pts = sorted((r["concurrency"], r.get(key)) for r in rows if r["k"] == k and r.get(key) is not None)
+        for _, method in methods:
+            pts = sorted((r["concurrency"], r.get(key)) for r in rows
+                         if r["method"] == method and r.get(key) is not None)
             if pts:
                 ax.plot([c for c, _ in pts], [v for _, v in pts], marker="o", label=method)
         if key == "tpot_speedup":
@@ -292,43 +324,55 @@ def main(argv: list[str] | None = None) -> int:
     (out_dir / "raw").mkdir(exist_ok=True)
     server_cmd = shlex.split(ns.server_cmd)
     sweep = {"command": command,
-             "model": ns.model, "ks": ns.ks, "concurrencies": ns.concurrencies, "server_extra_flags": server_extra,
+             "model": ns.model, "ks": ns.ks, "adaptive_k_max": ns.adaptive_k_max, "repeats": ns.repeats,
+             "concurrencies": ns.concurrencies, "server_extra_flags": server_extra,
              "bench_config": None, "hardware": hardware(), "rows": [], "errors": []}
     errors = []
-    for k in ns.ks:
-        method = method_name(k)
-        log_path = out_dir / f"server_{method.replace(' ', '_').replace('=', '')}.log"
-        port = free_port()
-        base_url = f"http://127.0.0.1:{port}"
-        print(f"== {method}: starting the server on {base_url} (log: {log_path})", flush=True)
-        proc, cmd = start_server(server_cmd, ns.model, k, port, server_extra, log_path)
-        try:
+    methods = [(k, "fixed") for k in ns.ks] + [(k, "adaptive") for k in ns.adaptive_k_max]
+    servers = {}
+    try:
+        for k, policy in methods:
+            method = method_name(k, policy)
+            log_path = out_dir / f"server_{file_name(method)}.log"
+            port = free_port()
+            print(f"== {method}: starting the server on 127.0.0.1:{port} (log: {log_path})", flush=True)
+            proc, cmd = start_server(server_cmd, ns.model, k, policy, port, server_extra, log_path)
+            servers[k, policy] = (proc, cmd, f"http://127.0.0.1:{port}", log_path)
+        for proc, _, base_url, log_path in servers.values():
             wait_healthy(proc, base_url, ns.server_timeout, log_path)
-            for i, c in enumerate(ns.concurrencies):
-                if c <= 0:
-                    raise ValueError(f"concurrency must be positive, got {c}")
-                cfg = config_from_args(ns, base_url=base_url, max_concurrency=c, num_prompts=num_prompts(ns, c),
-                                       seed=ns.seed + i, save_result=None)
-                result = run(cfg, tokenizer)
-                result.save(out_dir / "raw" / f"{method.replace(' ', '_').replace('=', '')}_c{c}.json")
-                row = summary_row(method, k, c, result)
-                row["server_command"] = shlex.join(cmd)
-                sweep["rows"].append(row)
-                if sweep["bench_config"] is None:
-                    sweep["bench_config"] = {key: v for key, v in result.to_dict(with_records=False)["config"].items()
-                                             if key not in ("base_url", "max_concurrency", "num_prompts", "seed")}
-                acc = row["acceptance_rate"]
-                print(f"   {method} c={c}: {row['completed']}/{row['num_prompts']} ok, mean TPOT "
-                      f"{_fmt(row['mean_tpot_ms'], '.2f')} ms, mean TTFT {_fmt(row['mean_ttft_ms'], '.2f')} ms, "
-                      f"{row['output_throughput']:.1f} out tok/s"
-                      + (f", acceptance {100 * acc:.1f}%" if acc is not None else ""), flush=True)
-                write_outputs(sweep, out_dir)  # partial results survive an interrupted sweep
-        except Exception as e:  # one broken method should not lose the others
-            msg = f"{method}: {type(e).__name__}: {e}"
-            print("   error: " + msg, file=sys.stderr, flush=True)
-            errors.append(msg)
-            sweep["errors"].append(msg)
-        finally:
+        for i, c in enumerate(ns.concurrencies):
+            if c <= 0:
+                raise ValueError(f"concurrency must be positive, got {c}")
+            repeats = {}
+            for repeat in range(ns.repeats):
+                for (k, policy), (_, cmd, base_url, _) in servers.items():
+                    method = method_name(k, policy)
+                    cfg = config_from_args(ns, base_url=base_url, max_concurrency=c, num_prompts=num_prompts(ns, c),
+                                           seed=ns.seed + i, save_result=None)
+                    result = run(cfg, tokenizer)
+                    result.save(out_dir / "raw" / f"{file_name(method)}_c{c}_r{repeat}.json")
+                    row = summary_row(method, k, policy, c, result)
+                    row["server_command"] = shlex.join(cmd)
+                    repeats.setdefault(method, []).append(row)
+                    if sweep["bench_config"] is None:
+                        config = result.to_dict(with_records=False)["config"]
+                        sweep["bench_config"] = {key: v for key, v in config.items()
+                                                 if key not in ("base_url", "max_concurrency", "num_prompts", "seed")}
+                    acc = row["acceptance_rate"]
+                    print(f"   {method} c={c} repeat {repeat}: {row['completed']}/{row['num_prompts']} ok, mean TPOT "
+                          f"{_fmt(row['mean_tpot_ms'], '.2f')} ms, mean TTFT {_fmt(row['mean_ttft_ms'], '.2f')} ms, "
+                          f"{row['output_throughput']:.1f} out tok/s"
+                          + (f", acceptance {100 * acc:.1f}%" if acc is not None else "")
+                          + (f", chosen k {chosen_k(row)}" if row["steps_by_k"] else ""), flush=True)
+            sweep["rows"] += [median_row(rows) for rows in repeats.values()]
+            write_outputs(sweep, out_dir)  # partial results survive an interrupted sweep
+    except Exception as e:
+        msg = f"{type(e).__name__}: {e}"
+        print("   error: " + msg, file=sys.stderr, flush=True)
+        errors.append(msg)
+        sweep["errors"].append(msg)
+    finally:
+        for proc, _, _, _ in servers.values():
             stop_server(proc)
     write_outputs(sweep, out_dir)
     if sweep["rows"]:

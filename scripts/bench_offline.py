@@ -1,8 +1,10 @@
-"""Offline decode throughput of mtpserve.LLM on this machine: batch sizes x MTP k, side by side.
+"""Offline decode throughput of mtpserve.LLM on this machine: batch sizes x MTP methods, side by side.
 
-Every request gets the same number of output tokens (ignore_eos) from ShareGPT-like chat prompts;
-tokens/s counts output tokens over the wall time of the generate call (prefill included, as a
-user sees it), after one warm-up call.
+Methods: k = 0, fixed k (--ks) and the adaptive policy with k_max = --adaptive-k-max (0: none). Every
+request gets the same number of output tokens (ignore_eos) from ShareGPT-like chat prompts; tokens/s
+counts output tokens over the wall time of the generate call (prefill included, as a user sees it), after
+one warm-up call. With --repeats N each cell is the median of N generate calls (the methods interleaved
+per repeat, so a co-tenant's load hits them alike). `chosen k` is the share of decode steps at each k.
 """
 from __future__ import annotations
 
@@ -22,10 +24,10 @@ PROMPTS = [
 ]
 
 
-def run(llm: LLM, batch: int, max_tokens: int) -> dict:
+def run(llm: LLM, batch: int, max_tokens: int, temperature: float) -> dict:
     messages = [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(batch)]
-    params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
-    llm.chat(messages[:1], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True))  # warm-up
+    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=True)
+    llm.chat(messages[:1], SamplingParams(temperature=temperature, max_tokens=8, ignore_eos=True))  # warm-up
     before = llm.stats()
     start = time.perf_counter()
     outputs = llm.chat(messages, params)
@@ -38,7 +40,9 @@ def run(llm: LLM, batch: int, max_tokens: int) -> dict:
     generated = sum(len(o.outputs[0].token_ids) for o in outputs)
     per_step = {name: (getattr(after, name) - getattr(before, name)) / steps * 1e3
                 for name in ("target_seconds", "sample_seconds", "draft_seconds")}
+    by_k = [a - b for a, b in zip(after.spec.steps_by_k, list(before.spec.steps_by_k) + [0] * 8)]
     return {"batch": batch, "tokens_per_s": generated / elapsed, "seconds": elapsed, "steps": steps,
+            "steps_by_k": by_k,
             "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
             "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
             "target_ms_per_step": per_step["target_seconds"], "sample_ms_per_step": per_step["sample_seconds"],
@@ -51,7 +55,11 @@ def main() -> None:
     parser.add_argument("--devices", default="auto")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 32])
-    parser.add_argument("--ks", type=int, nargs="+", default=[0])
+    parser.add_argument("--ks", type=int, nargs="+", default=[0], help="k = 0 and fixed-policy k's")
+    parser.add_argument("--adaptive-k-max", type=int, nargs="*", default=[],
+                        help="also the adaptive policy with each of these k_max")
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--batch-invariant", choices=("off", "on", "both"), default="off",
                         help="engine --batch_invariant; both: each k with the mode off and on, side by side")
@@ -60,24 +68,31 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--plot", default=None, help="write a tokens/s bar chart (PNG) here")
     args = parser.parse_args()
-    results = []
     choices = {"off": [False], "on": [True], "both": [False, True]}
     modes, graph_modes = choices[args.batch_invariant], choices[args.graphs]
-    for k in args.ks:
-        for invariant in modes:
-            for graphs in graph_modes:
-                llm = LLM(args.model, devices=args.devices, dtype=args.dtype, num_speculative_tokens=k,
-                          max_cache_blocks=512, batch_invariant=invariant, enable_graph=graphs)
-                for batch in args.batch_sizes:
-                    r = {"k": k, "batch_invariant": invariant, "graphs": graphs,
-                         "graphs_captured": llm.core.engine.num_graphs(), **run(llm, batch, args.max_tokens)}
-                    results.append(r)
-                    print(json.dumps(r), flush=True)
-                llm.shutdown()
-    device = llm.core.args.device
+    methods = [(k, "fixed", invariant, graphs) for k in args.ks for invariant in modes for graphs in graph_modes]
+    methods += [(k, "adaptive", invariant, graphs) for k in args.adaptive_k_max for invariant in modes
+                for graphs in graph_modes]
+    llms = {m: LLM(args.model, devices=args.devices, dtype=args.dtype, num_speculative_tokens=m[0],
+                   speculative_policy=m[1], max_cache_blocks=512, batch_invariant=m[2], enable_graph=m[3])
+            for m in methods}
+    runs = {}
+    for batch in args.batch_sizes:
+        for _ in range(args.repeats):
+            for (k, policy, invariant, graphs), llm in llms.items():
+                r = run(llm, batch, args.max_tokens, args.temperature)
+                runs.setdefault((k, policy, invariant, graphs, batch), []).append(r)
+                print(json.dumps({"k": k, "policy": policy, "graphs": graphs, **r}), flush=True)
+    results = [{"k": k, "policy": policy, "batch_invariant": invariant, "graphs": graphs, **median_run(rs)}
+               for (k, policy, invariant, graphs, batch), rs in runs.items()]
+    results.sort(key=lambda r: (r["policy"] == "adaptive", r["k"], r["batch"]))
+    device = args.devices if args.devices != "auto" else next(iter(llms.values())).core.args.device
+    for llm in llms.values():
+        llm.shutdown()
     info = {"device": torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu",
             "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-            "torch": torch.__version__, "dtype": args.dtype, "max_tokens": args.max_tokens}
+            "torch": torch.__version__, "dtype": args.dtype, "max_tokens": args.max_tokens,
+            "temperature": args.temperature, "repeats": args.repeats}
     for invariant in modes:
         for graphs in graph_modes:
             if len(modes) > 1 or len(graph_modes) > 1:
@@ -94,15 +109,32 @@ def main() -> None:
         plot(results, args.plot, info["device"])
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run with the median tokens/s (its own step counts and costs kept with it)."""
+    ordered = sorted(runs, key=lambda r: r["tokens_per_s"])
+    return {**ordered[len(ordered) // 2], "tokens_per_s_all": [r["tokens_per_s"] for r in runs]}
+
+
+def method_name(r: dict) -> str:
+    if r["k"] == 0:
+        return "k=0"
+    return f"adaptive k_max={r['k']}" if r.get("policy") == "adaptive" else f"fixed k={r['k']}"
+
+
+def chosen_k(r: dict) -> str:
+    total = sum(r.get("steps_by_k") or [])
+    return "-" if not total else " / ".join(f"{100 * n / total:.0f}" for n in r["steps_by_k"])
+
+
 def markdown_table(results: list[dict]) -> str:
     """Tokens/s with the speedup over k = 0 at the same batch size, the step costs the engine measured
     (device time of the target step and of drafting, CUDA events on a GPU), and MTP's ideal speedup
     from them: mean acceptance length x t(k = 0 step) / (t(verify step) + t(drafting))."""
     base = {r["batch"]: r for r in results if r["k"] == 0}
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-    lines = ["| k | batch | tokens/s | speedup vs k=0 | acceptance rate | mean acceptance length | "
-             "target ms/step | draft ms/step | ideal speedup | speedup / ideal |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| method | batch | tokens/s | speedup vs k=0 | acceptance rate | mean acceptance length | "
+             "target ms/step | draft ms/step | ideal speedup | speedup / ideal | chosen k = 0/1/2/3 (% of steps) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         b = base.get(r["batch"])
         speedup = r["tokens_per_s"] / b["tokens_per_s"] if b else None
@@ -110,20 +142,20 @@ def markdown_table(results: list[dict]) -> str:
         if b and r["mean_acceptance_length"]:
             ideal = r["mean_acceptance_length"] * b["target_ms_per_step"] / (
                 r["target_ms_per_step"] + r["draft_ms_per_step"])
-        lines.append(f"| {r['k']} | {r['batch']} | {r['tokens_per_s']:.0f} | {fmt(speedup, '.2f')} | "
+        lines.append(f"| {method_name(r)} | {r['batch']} | {r['tokens_per_s']:.0f} | {fmt(speedup, '.2f')} | "
                      f"{fmt(r['acceptance_rate'], '.3f')} | {fmt(r['mean_acceptance_length'], '.2f')} | "
                      f"{r['target_ms_per_step']:.3f} | {r['draft_ms_per_step']:.3f} | {fmt(ideal, '.2f')} | "
-                     f"{fmt(speedup / ideal if ideal else None, '.2f')} |")
+                     f"{fmt(speedup / ideal if ideal else None, '.2f')} | {chosen_k(r)} |")
     return "\n".join(lines)
 
 
 def side_by_side(results: list[dict], flag: str, name: str) -> str:
     """Tokens/s with an engine flag off and on, measured in one run."""
-    by = {(r["k"], r["batch"], r[flag]): r["tokens_per_s"] for r in results}
-    lines = [f"| k | batch | tokens/s, off | tokens/s, {name} | on / off |", "|---|---|---|---|---|"]
-    for k, batch in sorted({(r["k"], r["batch"]) for r in results}):
-        off, on = by[k, batch, False], by[k, batch, True]
-        lines.append(f"| {k} | {batch} | {off:.0f} | {on:.0f} | {on / off:.2f} |")
+    by = {(method_name(r), r["batch"], r[flag]): r["tokens_per_s"] for r in results}
+    lines = [f"| method | batch | tokens/s, off | tokens/s, {name} | on / off |", "|---|---|---|---|---|"]
+    for method, batch in dict.fromkeys((method_name(r), r["batch"]) for r in results):
+        off, on = by[method, batch, False], by[method, batch, True]
+        lines.append(f"| {method} | {batch} | {off:.0f} | {on:.0f} | {on / off:.2f} |")
     return "\n".join(lines)
 
 
@@ -132,14 +164,15 @@ def plot(results: list[dict], path: str, device: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ks = sorted({r["k"] for r in results})
+    names = list(dict.fromkeys(method_name(r) for r in results))
     batches = sorted({r["batch"] for r in results})
-    width = 0.8 / len(ks)
+    width = 0.8 / len(names)
     fig, ax = plt.subplots(figsize=(7, 4))
-    for i, k in enumerate(ks):
-        values = [next((r["tokens_per_s"] for r in results if r["k"] == k and r["batch"] == b), 0) for b in batches]
-        ax.bar([j + i * width for j in range(len(batches))], values, width, label="no MTP" if k == 0 else f"MTP k={k}")
-    ax.set_xticks([j + width * (len(ks) - 1) / 2 for j in range(len(batches))], [f"batch {b}" for b in batches])
+    for i, name in enumerate(names):
+        values = [next((r["tokens_per_s"] for r in results if method_name(r) == name and r["batch"] == b), 0)
+                  for b in batches]
+        ax.bar([j + i * width for j in range(len(batches))], values, width, label=name)
+    ax.set_xticks([j + width * (len(names) - 1) / 2 for j in range(len(batches))], [f"batch {b}" for b in batches])
     ax.set_ylabel("output tokens/s")
     ax.set_title(f"mtpserve offline decode, embedded model, {device}")
     ax.legend()

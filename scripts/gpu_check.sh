@@ -50,7 +50,7 @@ for stage in $stages; do
       timeout 240 python3 scripts/mtp_divergence.py --devices cuda:0 --dtype bfloat16 --out "$out" 2>&1 | tail -8 \
         || status=1 ;;
     offline)
-      timeout 300 python3 scripts/bench_offline.py --devices cuda:0 --dtype bfloat16 --ks 0 1 2 3 --graphs both \
+      timeout 300 python3 scripts/bench_offline.py --devices cuda:0 --dtype bfloat16 --ks 0 1 2 3 --adaptive-k-max 3 --graphs both \
         --batch-sizes 1 8 32 --out "$out/offline_gpu.json" --plot "$out/offline_gpu.png" 2>&1 | tail -40 || status=1 ;;
     versus)
       timeout 400 python3 scripts/bench_vs_transformers.py --out "$out" 2>&1 | grep -v '^{' | tail -40 || status=1 ;;

@@ -196,7 +196,7 @@ def server(request, tiny_model_dir, tmp_path_factory):
     cmd = [sys.executable, "-m", "mtpserve.cli", "serve", "--model", str(tiny_model_dir), "--dtype", "float32",
            "--block_size", "8", "--max_cache_blocks", "256", "--port", str(port)]
     if k:
-        cmd += ["--num_speculative_tokens", str(k)]
+        cmd += ["--num_speculative_tokens", str(k), "--speculative_policy", "fixed"]
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO))
     base_url = f"http://127.0.0.1:{port}"

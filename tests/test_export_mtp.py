@@ -285,7 +285,9 @@ def test_engine_with_exported_draft_matches_builtin_mtp(model, request, tmp_path
     rng = random.Random(5)
     prompts = [[rng.randrange(4, 400) for _ in range(length)] for length in (5, 17, 40)]
     greedy = SamplingParams(temperature=0, max_tokens=32, ignore_eos=True)
-    engine = dict(num_speculative_tokens=2, dtype="float32", block_size=8, max_cache_blocks=256)
+    # The fixed policy: the draft counts compared below must not depend on measured step times.
+    engine = dict(num_speculative_tokens=2, speculative_policy="fixed", dtype="float32", block_size=8,
+                  max_cache_blocks=256)
     results = []
     for extra in ({}, {"draft_model": str(exported)}):
         llm = LLM(str(model_dir), **engine, **extra)

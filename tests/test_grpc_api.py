@@ -46,7 +46,9 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def served(model_dir):
-    engine = AsyncEngine(EngineCore(EngineArgs(model=str(model_dir), num_speculative_tokens=1, **ENGINE)))
+    # The fixed policy: every decode step carries a draft, so the per-request MTP counters always move.
+    engine = AsyncEngine(EngineCore(EngineArgs(model=str(model_dir), num_speculative_tokens=1,
+                                               speculative_policy="fixed", **ENGINE)))
     ended = []  # RequestState of every request the server ended, in order
     engine.add_finish_listener(ended.append)
     server = BackgroundGrpcServer(engine, MODEL, model_root=str(model_dir)).start()

@@ -1,4 +1,4 @@
-"""/metrics of a real server running MTP (num_speculative_tokens=1): Prometheus text that
+"""/metrics of a real server running MTP (num_speculative_tokens=1, fixed policy): Prometheus text that
 prometheus_client's parser reads, engine-exact counters, latency histograms, finish reasons."""
 import asyncio
 import time
@@ -20,7 +20,8 @@ MODEL = "tiny-mtp"
 @pytest.fixture(scope="module")
 def served(tiny_model_dir):
     engine = AsyncEngine(EngineCore(EngineArgs(model=str(tiny_model_dir), dtype="float32", block_size=8,
-                                               max_cache_blocks=256, num_speculative_tokens=1)))
+                                               max_cache_blocks=256, num_speculative_tokens=1,
+                                               speculative_policy="fixed")))
     server = BackgroundServer(build_app(engine, MODEL)).start()
     with Client(server.url, timeout=30) as client:
         yield client, engine
@@ -158,3 +159,30 @@ def test_finish_reasons_are_counted(served):
 
     assert (delta("stop"), delta("length"), delta("abort"), delta("error")) == (
         int(expected_stop), int(not expected_stop), 1, 0)
+
+
+def test_the_k_of_each_step_is_a_histogram(served):
+    """A forced k schedule (1, 0, 1, 0, ...): the histogram's buckets count the steps at each k."""
+    client, engine = served
+    before = scrape(client)
+    engine.engine.force_k_schedule([1, 0])
+    try:
+        client.completions([5, 6, 7, 8], max_tokens=24, temperature=0, ignore_eos=True)
+        wait_idle(engine)
+    finally:
+        engine.engine.force_k_schedule([])
+    after = scrape(client)
+
+    def delta(name, **labels):
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    at_0 = delta("mtpserve:spec_decode_step_k_bucket", le="0.0")
+    at_most_1 = delta("mtpserve:spec_decode_step_k_bucket", le="1.0")
+    assert at_0 > 0 and at_most_1 - at_0 > 0
+    assert delta("mtpserve:spec_decode_step_k_bucket", le="+Inf") == at_most_1 == delta(
+        "mtpserve:spec_decode_step_k_count")
+    drafts = delta("mtpserve:spec_decode_num_drafts_total")
+    assert delta("mtpserve:spec_decode_step_k_sum") == at_most_1 - at_0 == drafts
+    assert list(engine.stats().spec.steps_by_k) == [value(after, "mtpserve:spec_decode_step_k_bucket", le="0.0"),
+                                                    value(after, "mtpserve:spec_decode_step_k_count") -
+                                                    value(after, "mtpserve:spec_decode_step_k_bucket", le="0.0")]

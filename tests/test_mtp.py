@@ -11,6 +11,8 @@ from mtpserve.sampling_params import SamplingParams
 GREEDY_64 = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
 # A 32-token budget and 8-token blocks make long prompts chunk and sequences span many blocks.
 BASE = dict(dtype="float32", block_size=8, max_cache_blocks=1024, max_tokens_per_batch=32)
+# Tests of the draft/verify mechanics at a known k: every step drafts k (the adaptive policy would choose).
+FIXED = dict(speculative_policy="fixed")
 VARIANTS = {
     "chunked+prefix": {},
     "no-chunked-prefill": dict(enable_chunked_prefill=False),
@@ -83,7 +85,7 @@ def run_with_drafts(llm, prompt, params, future):
 def test_known_correct_drafts_are_all_accepted(tiny_model_dir, k):
     prompt = BATCHES[1][0]
     expected, plain_steps = greedy_without_mtp(tiny_model_dir, prompt)
-    llm = LLM(str(tiny_model_dir), **BASE, num_speculative_tokens=k)
+    llm = LLM(str(tiny_model_dir), **BASE, **FIXED, num_speculative_tokens=k)
     try:
         got, spec = run_with_drafts(llm, prompt, GREEDY_64, expected)
         assert got == expected
@@ -102,7 +104,7 @@ def test_known_correct_drafts_are_all_accepted(tiny_model_dir, k):
 def test_known_wrong_drafts_are_all_rejected_and_output_stays_exact(tiny_model_dir):
     prompt = BATCHES[1][0]
     expected, _ = greedy_without_mtp(tiny_model_dir, prompt)
-    llm = LLM(str(tiny_model_dir), **BASE, num_speculative_tokens=2)
+    llm = LLM(str(tiny_model_dir), **BASE, **FIXED, num_speculative_tokens=2)
     try:
         got, spec = run_with_drafts(llm, prompt, GREEDY_64, [(t + 1) % 512 for t in expected])
         assert got == expected
@@ -156,7 +158,7 @@ def test_main_checkpoint_as_draft_model_equals_builtin_mtp(tiny_model_dir):
     batch = BATCHES[4]
     results = []
     for draft in (None, str(tiny_model_dir)):
-        llm = LLM(str(tiny_model_dir), **BASE, num_speculative_tokens=2, draft_model=draft)
+        llm = LLM(str(tiny_model_dir), **BASE, **FIXED, num_speculative_tokens=2, draft_model=draft)
         outs = llm.generate(batch, GREEDY_64)
         results.append((tokens(outs), [o.metrics.num_accepted_tokens for o in outs]))
         llm.shutdown()
@@ -170,7 +172,7 @@ def test_context_limit_inside_an_accepted_run_truncates_exactly(tiny_model_dir):
     expected = plain.generate([prompt], GREEDY_64)[0].outputs[0]
     plain.shutdown()
     assert len(expected.token_ids) == limit - len(prompt) and expected.finish_reason == "length"
-    llm = LLM(str(tiny_model_dir), **BASE, max_model_len=limit, num_speculative_tokens=3)
+    llm = LLM(str(tiny_model_dir), **BASE, **FIXED, max_model_len=limit, num_speculative_tokens=3)
     try:
         got, spec = run_with_drafts(llm, prompt, GREEDY_64, expected.token_ids + [7] * 8)
         assert got == expected.token_ids

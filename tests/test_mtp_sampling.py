@@ -70,11 +70,13 @@ def small_vocab_model(tmp_path_factory, device):
     return load_model(path, dtype="float32", device=device)
 
 
-def first_two_tokens(model, k: int, sampling: dict, seed0: int, forced: list[int] | None = None) -> np.ndarray:
+def first_two_tokens(model, k: int, sampling: dict, seed0: int, forced: list[int] | None = None,
+                     policy: str = "fixed", k_schedule: list[int] | None = None) -> np.ndarray:
     """Joint counts [VOCAB, VOCAB] of the first two tokens of SAMPLES seeded requests."""
     config = _C.EngineConfig()
     config.block_size, config.num_blocks, config.max_model_len = 4, 4096, 64
     config.num_speculative_tokens = k
+    config.speculative_policy = getattr(_C.SpeculationPolicyKind, policy)
     scheduler = _C.SchedulerConfig()
     scheduler.max_seqs_per_batch = 512
     scheduler.num_speculative_tokens = k
@@ -82,6 +84,8 @@ def first_two_tokens(model, k: int, sampling: dict, seed0: int, forced: list[int
     caches, mtp_caches = model.allocate_caches(config.num_blocks, config.block_size)
     engine = _C.Engine(config, model.target, caches, model.mtp_layers[0] if k else None,
                        mtp_caches[0] if k else None)
+    if k_schedule:
+        engine.force_k_schedule(k_schedule)
     counts = np.zeros((VOCAB, VOCAB))
     try:
         for start in range(0, SAMPLES, 2000):
@@ -123,3 +127,14 @@ def test_mtp_sampling_leaves_the_joint_distribution_unchanged(small_vocab_model,
     forced, stats = first_two_tokens(small_vocab_model, 1, sampling, seed0=20 * SAMPLES, forced=[0, likely])
     assert stats.spec.accepted_tokens > 0.1 * SAMPLES
     assert_same_distribution(off, forced)
+
+
+def test_mtp_sampling_under_the_adaptive_policy_leaves_the_joint_distribution_unchanged(small_vocab_model):
+    """Seeded requests draft k_max under the adaptive policy (their tokens must not depend on the load), so a
+    forced schedule makes the step's k alternate: some steps verify a draft and some do not."""
+    sampling = dict(temperature=1.0)
+    off, _ = first_two_tokens(small_vocab_model, 0, sampling, seed0=0)
+    on, stats = first_two_tokens(small_vocab_model, 1, sampling, seed0=30 * SAMPLES, policy="adaptive",
+                                 k_schedule=[1, 0, 0])
+    assert stats.spec.draft_tokens > 0 and stats.spec.steps_by_k[0] > 0
+    assert_same_distribution(off, on)

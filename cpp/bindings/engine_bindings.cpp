@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include "engine/engine.h"
+#include "engine/step_input.h"
 #include "engine/worker.h"
 
 namespace py = pybind11;
@@ -22,7 +23,8 @@ void bind_outputs(py::module_& m) {
       .def_readonly("drafts", &SpecCounters::drafts)
       .def_readonly("draft_tokens", &SpecCounters::draft_tokens)
       .def_readonly("accepted_tokens", &SpecCounters::accepted_tokens)
-      .def_readonly("accepted_per_position", &SpecCounters::accepted_per_position);
+      .def_readonly("accepted_per_position", &SpecCounters::accepted_per_position)
+      .def_readonly("steps_by_k", &SpecCounters::steps_by_k);
   py::class_<RequestOutput>(m, "RequestOutput")
       .def_readonly("request_id", &RequestOutput::request_id)
       .def_readonly("token_ids", &RequestOutput::token_ids)
@@ -50,10 +52,69 @@ void bind_outputs(py::module_& m) {
       .def_readonly("spec", &EngineStats::spec);
 }
 
+// The speculation policy on its own, fed made-up timings and verifications (tests).
+void bind_policy(py::module_& m) {
+  py::class_<SpeculationPolicy>(m, "SpeculationPolicy")
+      .def(py::init<SpeculationPolicyKind, int64_t>(), py::arg("kind"), py::arg("k_max"))
+      .def_property_readonly_static("warmup_rounds", [](py::object) { return SpeculationPolicy::kWarmupRounds; })
+      .def_property_readonly_static("probe_interval", [](py::object) { return SpeculationPolicy::kProbeInterval; })
+      .def(
+          "plan",
+          [](SpeculationPolicy& p, const std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>& candidates) {
+            std::vector<DraftCandidate> c;
+            for (const auto& [id, budget, context, pinned] : candidates) c.push_back({id, budget, context, pinned});
+            const DraftPlan plan = p.plan(c);
+            return std::make_pair(plan.step_k, plan.drafts);
+          },
+          py::arg("candidates"),
+          "candidates: (seq_id, budget, context, pinned) each; returns (step k, drafts of each)")
+      .def("force_schedule", &SpeculationPolicy::force_schedule, py::arg("schedule"))
+      .def("record_verify",
+           [](SpeculationPolicy& p, int64_t num_seqs, int64_t rows, int64_t context, double seconds) {
+             p.costs().record_verify(num_seqs, rows, context, seconds);
+           })
+      .def("record_draft",
+           [](SpeculationPolicy& p, int64_t num_seqs, int64_t fill_rows, int64_t recursions, int64_t recursion_rows,
+              double seconds) { p.costs().record_draft(num_seqs, fill_rows, recursions, recursion_rows, seconds); })
+      .def("verify_seconds", [](SpeculationPolicy& p, int64_t num_seqs, double rows, double context) {
+        return p.costs().verify_seconds(num_seqs, rows, context);
+      })
+      .def("record_acceptance", [](SpeculationPolicy& p, int64_t seq_id, int64_t drafts,
+                                   int64_t accepted) { p.acceptance().record(seq_id, drafts, accepted); })
+      .def("engine_acceptance", [](SpeculationPolicy& p) { return p.acceptance().engine(); })
+      .def("sequence_acceptance",
+           [](SpeculationPolicy& p, int64_t seq_id) { return p.acceptance().sequence(seq_id); });
+}
+
+// One prompt through the engine's forwards (tests): its greedy first token after the prefill, then
+// the k drafts the MtpDrafter proposes from there (the MTP fill, then the recursion).
+std::pair<int64_t, std::vector<int64_t>> drafts_after_prefill(const DeepSeekV3& target, std::vector<at::Tensor> caches,
+                                                               const MtpLayer& mtp, at::Tensor mtp_cache,
+                                                               int64_t block_size, std::vector<int64_t> prompt,
+                                                               int64_t k) {
+  ModelRunner runner(target, std::move(caches), &mtp, std::move(mtp_cache));
+  Sequence seq(0, std::move(prompt));
+  const int64_t n = seq.num_tokens();
+  for (int32_t block = 0; block * block_size < n + k + 1; ++block) seq.block_table.push_back(block);
+  const StepInput input = build_step_input({{&seq, n, true, true}}, block_size);
+  const int64_t first = runner.run_target(input).argmax(-1).item<int64_t>();
+  seq.num_computed_tokens = n;
+  seq.append_token(first);
+  MtpDrafter(runner, block_size).propose({{&seq, 0, n, 0, k}});
+  return {first, seq.draft_tokens};
+}
+
 }  // namespace
 
 void bind_engine(py::module_& m) {
+  bind_policy(m);
+  m.def("drafts_after_prefill", &drafts_after_prefill, py::arg("target"), py::arg("caches"), py::arg("mtp"),
+        py::arg("mtp_cache"), py::arg("block_size"), py::arg("prompt"), py::arg("k"),
+        "Tests: (greedy first token, the k MTP drafts that follow it) for one prompt, through the engine's forwards.");
   bind_outputs(m);
+  py::enum_<SpeculationPolicyKind>(m, "SpeculationPolicyKind")
+      .value("adaptive", SpeculationPolicyKind::kAdaptive)
+      .value("fixed", SpeculationPolicyKind::kFixed);
   py::class_<EngineConfig>(m, "EngineConfig")
       .def(py::init<>())
       .def_readwrite("block_size", &EngineConfig::block_size)
@@ -65,7 +126,8 @@ void bind_engine(py::module_& m) {
       .def_readwrite("seed", &EngineConfig::seed)
       .def_readwrite("num_speculative_tokens", &EngineConfig::num_speculative_tokens)
       .def_readwrite("enable_graph", &EngineConfig::enable_graph)
-      .def_readwrite("graph_max_batch", &EngineConfig::graph_max_batch);
+      .def_readwrite("graph_max_batch", &EngineConfig::graph_max_batch)
+      .def_readwrite("speculative_policy", &EngineConfig::speculative_policy);
   py::class_<Engine>(m, "Engine")
       .def(py::init([](EngineConfig config, const DeepSeekV3& target, std::vector<at::Tensor> caches,
                        const MtpLayer* mtp, std::optional<at::Tensor> mtp_cache) {
@@ -81,6 +143,8 @@ void bind_engine(py::module_& m) {
            "Tests only: draft future_outputs[n:n+k] at output index n instead of the MTP layer's argmax.")
       .def("inject_fault_after", &Engine::inject_fault_after, py::arg("steps"),
            "Tests only: after `steps` more steps, the next one throws midway, as a failing kernel would.")
+      .def("force_k_schedule", &Engine::force_k_schedule, py::arg("schedule"),
+           "Tests only: the i-th drafting step takes k = schedule[i % len(schedule)], whatever the policy.")
       .def("get_outputs", &Engine::get_outputs, py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
       .def("stats", &Engine::stats)
       .def("num_graphs", &Engine::num_graphs, "Graphs captured at start-up (0 where the device has none).")

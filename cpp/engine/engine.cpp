@@ -31,6 +31,18 @@ void count_verification(SpecCounters& spec, int64_t num_drafts, int64_t accepted
   for (int64_t j = 0; j < accepted; ++j) spec.accepted_per_position[j] += 1;
 }
 
+// The context lengths of a step's sequences, summed: the latent cache its attention reads.
+int64_t context_tokens(const SchedulerOutput& plan) {
+  int64_t tokens = 0;
+  for (const auto& s : plan.scheduled) tokens += s.seq->num_computed_tokens + s.num_new_tokens;
+  return tokens;
+}
+
+// Decode and verify steps only: the cost model never predicts a step with prefill chunks.
+bool decode_only(const SchedulerOutput& plan) {
+  return std::none_of(plan.scheduled.begin(), plan.scheduled.end(), [](const auto& s) { return s.is_prefill; });
+}
+
 bool contains(const std::vector<int64_t>& ids, int64_t token) {
   return std::find(ids.begin(), ids.end(), token) != ids.end();
 }
@@ -38,7 +50,7 @@ bool contains(const std::vector<int64_t>& ids, int64_t token) {
 }  // namespace
 
 Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Tensor> caches, const MtpLayer* mtp,
-               at::Tensor mtp_cache)
+               at::Tensor mtp_cache, std::unique_ptr<StepTimer> timer)
     : config_(std::move(config)),
       target_(target),
       tp_(target.tp()),
@@ -46,9 +58,10 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
       scheduler_(config_.scheduler, blocks_),
       runner_(target, std::move(caches), config_.num_speculative_tokens > 0 ? mtp : nullptr, std::move(mtp_cache)),
       sampler_(runner_.device()),
-      seeds_(config_.seed),
-      target_timer_(kernels::ops_for(runner_.device()).make_step_timer()),
-      draft_timer_(kernels::ops_for(runner_.device()).make_step_timer()) {
+      target_timer_(kernels::ops_for(runner_.device()).make_device_timer()),
+      draft_timer_(kernels::ops_for(runner_.device()).make_device_timer()),
+      timer_(timer ? std::move(timer) : std::make_unique<SteadyStepTimer>()),
+      seeds_(config_.seed) {
   if (tp_.enabled() && tp_.rank() != 0) {
     throw std::invalid_argument("the Engine runs on tensor-parallel rank 0; ranks 1..N-1 run a Worker");
   }
@@ -56,6 +69,8 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
     blocks_.set_recompute_last_hit_block(true);
     if (!runner_.has_mtp()) throw std::invalid_argument("num_speculative_tokens > 0 needs an MTP layer and its cache");
     drafter_.emplace(runner_, config_.block_size);
+    policy_.emplace(config_.speculative_policy, config_.num_speculative_tokens);
+    stats_.spec.steps_by_k.assign(config_.num_speculative_tokens + 1, 0);
   }
   if (config_.enable_graph) runner_.capture_graphs(graph_plan());
   thread_ = std::thread([this] { loop(); });
@@ -124,6 +139,12 @@ bool Engine::fault_due() {
   return left == 0;
 }
 
+void Engine::force_k_schedule(std::vector<int64_t> schedule) {
+  if (!drafter_) throw std::invalid_argument("force_k_schedule needs num_speculative_tokens > 0");
+  std::lock_guard lock(inbox_mutex_);
+  k_schedule_ = std::move(schedule);
+}
+
 std::vector<RequestOutput> Engine::get_outputs(double timeout_s) {
   std::unique_lock lock(outbox_mutex_);
   outbox_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return !outbox_.empty(); });
@@ -190,6 +211,7 @@ void Engine::drain_inbox() {
     added.swap(pending_);
     aborted.swap(aborts_);
     overrides.swap(overrides_);
+    if (k_schedule_) policy_->force_schedule(*std::exchange(k_schedule_, std::nullopt));
   }
   for (auto& request : added) {
     const int64_t seq_id = request.seq->id;
@@ -239,13 +261,17 @@ void Engine::step() {
   }
   if (plan.empty()) return;
   try {
+    timer_->start();
     StepInput input = build_step_input(plan.scheduled, config_.block_size, decode_shape(plan));
     target_timer_->start();
     at::Tensor logits = runner_.run_target(input);
     target_timer_->stop();
     if (fault_due()) throw std::runtime_error("injected fault (Engine::inject_fault_after, tests only)");
-    const auto launched = std::chrono::steady_clock::now();
+    const double launched_at = timer_->seconds();
     std::vector<SampledSequence> sampled = sample(input, plan, logits);
+    // Sampling ends in a device-to-host copy: the verify step is done.
+    const double verified_at = timer_->seconds();
+    if (policy_) record_step(plan, input, verified_at);
 
     std::vector<RequestOutput> outputs;
     std::vector<int64_t> first_pairs, finished;  // finished requests are dropped once the step is done
@@ -260,6 +286,9 @@ void Engine::step() {
       }
       Request& request = requests_.at(seq.id);
       SampledSequence& result = sampled[next++];
+      if (const auto unused = std::exchange(request.unused_draft, std::nullopt); unused && samples == 1) {
+        policy_->acceptance().record(seq.id, 1, result.tokens[0] == *unused ? 1 : 0);
+      }
       RequestOutput out{request.id};
       out.num_prompt_tokens = seq.num_prompt_tokens;
       out.num_cached_tokens = seq.num_cached_tokens;
@@ -279,16 +308,20 @@ void Engine::step() {
       }
       outputs.push_back(std::move(out));
     }
-    const double sample_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count();
+    const double sampled_at = timer_->seconds();
     if (drafter_) {
       draft_timer_->start();
-      draft(plan, input, first_pairs);
+      const DraftShape shape = draft(plan, input, first_pairs);
       draft_timer_->stop();
+      if (decode_only(plan)) {
+        policy_->costs().record_draft(shape.num_seqs, shape.fill_rows, shape.recursions, shape.recursion_rows,
+                                      timer_->seconds() - sampled_at);
+      }
     }
     {
       std::lock_guard lock(stats_mutex_);
       stats_.target_seconds += target_timer_->seconds();
-      stats_.sample_seconds += sample_time;
+      stats_.sample_seconds += sampled_at - launched_at;
       if (drafter_) stats_.draft_seconds += draft_timer_->seconds();
     }
     for (const auto& s : plan.scheduled) {
@@ -325,8 +358,27 @@ std::vector<SampledSequence> Engine::sample(const StepInput& input, const Schedu
 
 void Engine::record_verification(Request& request, int64_t drafts, int64_t accepted) {
   count_verification(request.spec, drafts, accepted);
+  policy_->acceptance().record(request.seq->id, drafts, accepted);
   std::lock_guard lock(stats_mutex_);
   count_verification(stats_.spec, drafts, accepted);
+}
+
+void Engine::record_step(const SchedulerOutput& plan, const StepInput& input, double seconds) {
+  int64_t step_k = -1;
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    if (plan.scheduled[i].is_prefill || input.num_samples[i] == 0) continue;
+    const int64_t k = input.num_samples[i] - 1;
+    step_k = std::max(step_k, k);
+    auto& by_k = requests_.at(plan.scheduled[i].seq->id).spec.steps_by_k;
+    by_k.resize(std::max<size_t>(by_k.size(), k + 1), 0);
+    by_k[k] += 1;
+  }
+  if (decode_only(plan)) {
+    policy_->costs().record_verify(plan.scheduled.size(), input.query_start.back(), context_tokens(plan), seconds);
+  }
+  if (step_k < 0) return;
+  std::lock_guard lock(stats_mutex_);
+  stats_.spec.steps_by_k[step_k] += 1;
 }
 
 int64_t Engine::draft_budget(const Sequence& seq) const {
@@ -336,25 +388,53 @@ int64_t Engine::draft_budget(const Sequence& seq) const {
   return std::max<int64_t>(0, k);
 }
 
-void Engine::draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs) {
+Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& input,
+                                 const std::vector<int64_t>& first_pairs) {
   std::vector<DraftRequest> requests;
+  std::vector<DraftCandidate> candidates;
+  std::vector<size_t> candidate_request;
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     Sequence& seq = *plan.scheduled[i].seq;
     if (seq.is_finished()) continue;
-    int64_t k = input.num_samples[i] > 0 ? draft_budget(seq) : 0;
-    if (k > 0 && !blocks_.can_reserve(seq, k)) k = 0;  // drafting is optional work
-    if (k > 0) blocks_.reserve(seq, k);
-    requests.push_back({&seq, first_pairs[i], seq.num_computed_tokens - first_pairs[i],
-                        input.query_start[i], k});
+    requests.push_back({&seq, first_pairs[i], seq.num_computed_tokens - first_pairs[i], input.query_start[i], 0});
+    if (input.num_samples[i] > 0 && draft_budget(seq) > 0) {
+      const bool pinned = seq.params.seed.has_value() && !seq.params.greedy();
+      candidates.push_back({seq.id, draft_budget(seq), seq.num_tokens(), pinned});
+      candidate_request.push_back(requests.size() - 1);
+    }
+  }
+  const DraftPlan chosen = policy_->plan(candidates);
+  std::vector<bool> unused(requests.size(), false);
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    DraftRequest& r = requests[candidate_request[c]];
+    int64_t k = chosen.drafts[c];
+    if (k > 0 && !blocks_.can_reserve(*r.seq, k)) k = 0;  // drafting is optional work
+    if (k > 0) blocks_.reserve(*r.seq, k);
+    // With no drafts the fill still yields draft 1 (at no extra cost): kept aside to measure acceptance.
+    r.num_drafts = std::max<int64_t>(k, 1);
+    unused[candidate_request[c]] = k == 0;
   }
   drafter_->propose(requests);
-  for (const auto& r : requests) {
-    const Request& request = requests_.at(r.seq->id);
-    if (request.forced_drafts.empty() || r.num_drafts == 0) continue;
-    const auto n = static_cast<size_t>(r.seq->num_output_tokens());
-    const size_t end = std::min(request.forced_drafts.size(), n + r.num_drafts);
-    r.seq->draft_tokens.assign(request.forced_drafts.begin() + std::min(n, end), request.forced_drafts.begin() + end);
+  DraftShape shape;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const DraftRequest& r = requests[i];
+    Request& request = requests_.at(r.seq->id);
+    shape.num_seqs += 1;
+    shape.fill_rows += r.num_pairs;
+    shape.recursions = std::max<int64_t>(shape.recursions, r.num_drafts - 1);
+    shape.recursion_rows += std::max<int64_t>(r.num_drafts - 1, 0);
+    if (!request.forced_drafts.empty() && r.num_drafts > 0) {
+      const auto n = static_cast<size_t>(r.seq->num_output_tokens());
+      const size_t end = std::min(request.forced_drafts.size(), n + r.num_drafts);
+      r.seq->draft_tokens.assign(request.forced_drafts.begin() + std::min(n, end),
+                                 request.forced_drafts.begin() + end);
+    }
+    if (unused[i] && !r.seq->draft_tokens.empty()) {
+      request.unused_draft = r.seq->draft_tokens[0];
+      r.seq->draft_tokens.clear();
+    }
   }
+  return shape;
 }
 
 GraphPlan Engine::graph_plan() const {
@@ -415,6 +495,7 @@ void Engine::finish(Request& request, FinishReason reason, RequestOutput& out) {
   out.finished = true;
   out.finish_reason = reason_name(reason);
   ids_.erase(request.id);
+  if (policy_) policy_->acceptance().forget(request.seq->id);
   std::lock_guard lock(inbox_mutex_);
   live_ids_.erase(request.id);
 }

@@ -24,7 +24,9 @@
 #include "engine/mtp_drafter.h"
 #include "engine/request_output.h"
 #include "engine/sampler.h"
-#include "kernels/step_timer.h"
+#include "engine/speculation_policy.h"
+#include "engine/step_timer.h"
+#include "kernels/device_timer.h"
 
 namespace mtpserve {
 
@@ -36,7 +38,8 @@ struct EngineConfig {
   int64_t max_model_len = 0;
   std::vector<int64_t> eos_token_ids;
   uint64_t seed = 0;  // seeds requests that bring no seed of their own
-  int64_t num_speculative_tokens = 0;  // k MTP drafts per step; 0 disables MTP
+  int64_t num_speculative_tokens = 0;  // k_max: most MTP drafts per step; 0 disables MTP
+  SpeculationPolicyKind speculative_policy = SpeculationPolicyKind::kAdaptive;
   // Decode steps of up to graph_max_batch sequences replay graphs captured at start-up, on devices
   // that have them (CUDA) and a model on one rank.
   bool enable_graph = true;
@@ -52,14 +55,15 @@ struct EngineStats {
   // GPU), and host time from the target's launch until the step's tokens are known (sampling and
   // verification, waiting for the device included).
   double target_seconds = 0, sample_seconds = 0, draft_seconds = 0;
-  SpecCounters spec;
+  SpecCounters spec;  // spec.steps_by_k[k]: steps whose most drafts verified by a sequence was k
 };
 
 class Engine {
  public:
-  // With num_speculative_tokens > 0, `mtp` drafts and `mtp_cache` is its latent cache.
+  // With num_speculative_tokens > 0, `mtp` drafts and `mtp_cache` is its latent cache. `timer`
+  // times the steps the speculation policy learns costs from (default: the host's steady clock).
   Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Tensor> caches, const MtpLayer* mtp = nullptr,
-         at::Tensor mtp_cache = {});
+         at::Tensor mtp_cache = {}, std::unique_ptr<StepTimer> timer = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -73,6 +77,8 @@ class Engine {
   // Tests only: after `steps` more steps, the next one throws midway (after the target forward),
   // as a failing kernel would, so that tests can see how a fault inside a step reaches clients.
   void inject_fault_after(int64_t steps);
+  // Tests only: the k of the i-th drafting step is schedule[i % size], whatever the policy.
+  void force_k_schedule(std::vector<int64_t> schedule);
   // Outputs gathered so far, waiting up to timeout_s for the first one.
   std::vector<RequestOutput> get_outputs(double timeout_s);
   EngineStats stats() const;
@@ -90,6 +96,14 @@ class Engine {
     uint64_t seed;
     SpecCounters spec;
     std::vector<int64_t> forced_drafts;
+    // The MTP fill's first draft when the policy gave the sequence none: compared with the next
+    // token, it measures first-position acceptance at no cost.
+    std::optional<int64_t> unused_draft;
+  };
+
+  // The draft phase's work, as the step cost model counts it.
+  struct DraftShape {
+    int64_t num_seqs = 0, fill_rows = 0, recursions = 0, recursion_rows = 0;
   };
 
   void loop();
@@ -98,7 +112,9 @@ class Engine {
   // Samples (or verifies the drafts of) every scheduled sequence with samples this step.
   std::vector<SampledSequence> sample(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits);
   void record_verification(Request& request, int64_t drafts, int64_t accepted);
-  void draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs);
+  // Counts the step's k and, for a decode-only step, feeds its verify time to the cost model.
+  void record_step(const SchedulerOutput& plan, const StepInput& input, double seconds);
+  DraftShape draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs);
   int64_t draft_budget(const Sequence& seq) const;
   GraphPlan graph_plan() const;
   std::optional<StepShape> decode_shape(const SchedulerOutput& plan) const;
@@ -120,7 +136,9 @@ class Engine {
   ModelRunner runner_;
   Sampler sampler_;
   std::optional<MtpDrafter> drafter_;
-  std::unique_ptr<kernels::StepTimer> target_timer_, draft_timer_;
+  std::unique_ptr<kernels::DeviceTimer> target_timer_, draft_timer_;  // device time, for the stats
+  std::optional<SpeculationPolicy> policy_;  // with drafter_
+  std::unique_ptr<StepTimer> timer_;  // wall time of a step's synchronised spans, for the policy
   std::mt19937_64 seeds_;
   std::unordered_map<int64_t, Request> requests_;  // by sequence id; loop thread only
   std::unordered_map<std::string, int64_t> ids_;  // request id -> sequence id; loop thread only
@@ -132,6 +150,7 @@ class Engine {
   std::vector<Request> pending_;
   std::vector<std::string> aborts_;
   std::vector<std::pair<std::string, std::vector<int64_t>>> overrides_;
+  std::optional<std::vector<int64_t>> k_schedule_;
   std::unordered_map<std::string, bool> live_ids_;  // ids accepted and not yet finished
   bool stopping_ = false;
   std::optional<std::string> failure_;  // set once; guarded by inbox_mutex_

@@ -15,6 +15,7 @@ struct SpecCounters {
   int64_t draft_tokens = 0;     // drafts proposed
   int64_t accepted_tokens = 0;  // drafts accepted
   std::vector<int64_t> accepted_per_position;
+  std::vector<int64_t> steps_by_k;  // [k]: decode steps in which it verified k drafts
 };
 
 struct RequestOutput {

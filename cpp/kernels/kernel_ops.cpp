@@ -11,8 +11,8 @@ namespace {
 KernelOps with_generic(KernelOps table) {
   if (table.linear == nullptr) table.linear = torch_linear;
   if (table.head_matmul == nullptr) table.head_matmul = torch_head_matmul;
-  if (table.make_step_timer == nullptr) {
-    table.make_step_timer = []() -> std::unique_ptr<StepTimer> { return std::make_unique<HostStepTimer>(); };
+  if (table.make_device_timer == nullptr) {
+    table.make_device_timer = []() -> std::unique_ptr<DeviceTimer> { return std::make_unique<HostTimer>(); };
   }
   return table;
 }

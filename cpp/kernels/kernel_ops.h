@@ -14,7 +14,7 @@
 #include "kernels/norm_rope.h"
 #include "kernels/sampling.h"
 #include "kernels/step_graph.h"
-#include "kernels/step_timer.h"
+#include "kernels/device_timer.h"
 
 namespace mtpserve::kernels {
 
@@ -34,7 +34,7 @@ struct KernelOps {
   HeadMatmulFn head_matmul = nullptr;
   // Unset where the device has no graphs: every step runs eagerly there.
   CaptureGraphFn capture_graph = nullptr;
-  MakeStepTimerFn make_step_timer = nullptr;  // unset: ops_for() gives the host clock
+  MakeDeviceTimerFn make_device_timer = nullptr;  // unset: ops_for() gives the host clock
 };
 
 // The kernels for `device` (its batch-invariant table with `batch_invariant`); throws

@@ -7,7 +7,7 @@ import os
 import sys
 
 from mtpserve.bench.runner import add_bench_args
-from mtpserve.engine_args import EngineArgs
+from mtpserve.engine_args import SPECULATIVE_POLICIES, EngineArgs
 
 
 def parse_bool(value: str) -> bool:
@@ -27,6 +27,10 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                        ("max_model_len", int), ("draft_model", str), ("draft_devices", str),
                        ("num_speculative_tokens", int), ("seed", int), ("graph_max_batch", int)):
         parser.add_argument(f"--{name}", type=kind, default=defaults[name].default)
+    parser.add_argument("--speculative_policy", choices=SPECULATIVE_POLICIES,
+                        default=defaults["speculative_policy"].default,
+                        help="adaptive: each step drafts the k in 0..num_speculative_tokens that maximises expected "
+                             "tokens/s from measured step costs and acceptance; fixed: always num_speculative_tokens")
     parser.add_argument("--batch_invariant", type=parse_bool, nargs="?", const=True,
                         default=defaults["batch_invariant"].default,
                         help="batch-invariant kernels: each token's result is bit-identical whatever else runs in "

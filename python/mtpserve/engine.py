@@ -121,6 +121,7 @@ class EngineCore:
         config.num_speculative_tokens = self.args.num_speculative_tokens
         config.enable_graph = self.args.enable_graph
         config.graph_max_batch = self.args.graph_max_batch
+        config.speculative_policy = getattr(_C.SpeculationPolicyKind, self.args.speculative_policy)
         scheduler = _C.SchedulerConfig()
         scheduler.max_tokens_per_batch = self.args.max_tokens_per_batch
         scheduler.max_seqs_per_batch = self.args.max_seqs_per_batch

@@ -8,6 +8,7 @@ from mtpserve.devices import resolve_device
 
 # The small trained DeepSeek-V3 + MTP model shipped in the repository.
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "models" / "tiny-dsv3-mtp"
+SPECULATIVE_POLICIES = ("adaptive", "fixed")
 
 
 @dataclass
@@ -26,6 +27,10 @@ class EngineArgs:
     draft_model: str | None = None
     draft_devices: str | None = None
     num_speculative_tokens: int = 0
+    # How many of the num_speculative_tokens drafts each step takes: "adaptive" picks k per step (and
+    # fewer for sequences whose drafts are rarely accepted) from measured step costs and acceptance,
+    # so MTP does not slow decoding down; "fixed" always drafts num_speculative_tokens.
+    speculative_policy: str = "adaptive"
     seed: int = 0
     # Batch-invariant kernels: each token's result is bit-identical whatever else is in the step
     # (greedy MTP == no MTP, a seeded request == itself under any load, in every dtype); CPU only.
@@ -49,6 +54,9 @@ class EngineArgs:
             raise ValueError(f"max_model_len must be > 1, got {self.max_model_len!r}")
         if not isinstance(self.num_speculative_tokens, int) or self.num_speculative_tokens < 0:
             raise ValueError(f"num_speculative_tokens must be an integer >= 0, got {self.num_speculative_tokens!r}")
+        if self.speculative_policy not in SPECULATIVE_POLICIES:
+            raise ValueError(f"speculative_policy must be one of {', '.join(SPECULATIVE_POLICIES)}, got "
+                             f"{self.speculative_policy!r}")
         for name in ("batch_invariant", "enable_graph"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")

@@ -55,6 +55,7 @@ class RequestMetrics:
     num_draft_tokens: int = 0
     num_accepted_tokens: int = 0
     accepted_per_position: list[int] = field(default_factory=list)  # [j] = drafts whose token j was accepted
+    steps_by_k: list[int] = field(default_factory=list)  # [k] = its decode steps that verified k drafts
 
     @property
     def acceptance_rate(self) -> float | None:

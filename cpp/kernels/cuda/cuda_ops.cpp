@@ -3,7 +3,7 @@
 #include "kernels/cuda/norm_rope_cuda.h"
 #include "kernels/cuda/sampling_cuda.h"
 #include "kernels/cuda/step_graph_cuda.h"
-#include "kernels/cuda/step_timer_cuda.h"
+#include "kernels/cuda/device_timer_cuda.h"
 #include "kernels/kernel_ops.h"
 #include "kernels/sampling_probs.h"
 
@@ -22,7 +22,7 @@ const KernelOps& ops() {
       .sampling_probs = sampling_probs,
       .sample_and_verify = sample_and_verify,
       .capture_graph = capture_graph,
-      .make_step_timer = make_step_timer,
+      .make_device_timer = make_device_timer,
   };
   return table;
 }

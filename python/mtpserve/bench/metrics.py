@@ -231,14 +231,16 @@ def parse_prometheus_samples(text: str) -> list[tuple[str, dict[str, str], float
 
 
 def parse_prometheus_text(text: str) -> dict[str, float]:
-    """{sample name: value summed over its label sets}; samples with a ``position`` label are also kept one by
-    one as ``'name{position="i"}'`` (the per-draft-position acceptance counter)."""
+    """{sample name: value summed over its label sets}; samples with a ``position`` or ``le`` label are also kept
+    one by one as ``'name{position="i"}'`` / ``'name{le="k"}'`` (the per-draft-position acceptance counter, the
+    buckets of the per-step k histogram)."""
     totals: dict[str, float] = {}
     for name, labels, value in parse_prometheus_samples(text):
         totals[name] = totals.get(name, 0.0) + value
-        if "position" in labels:
-            key = f'{name}{{position="{labels["position"]}"}}'
-            totals[key] = totals.get(key, 0.0) + value
+        for label in ("position", "le"):
+            if label in labels:
+                key = f'{name}{{{label}="{labels[label]}"}}'
+                totals[key] = totals.get(key, 0.0) + value
     return totals
 
 
@@ -247,6 +249,19 @@ def _counter(snapshot: dict[str, float], prefix: str, name: str, suffix: str = "
         if key in snapshot:
             return snapshot[key]
     return None
+
+
+def _steps_by_k(before: dict[str, float], after: dict[str, float], prefix: str) -> list[int] | None:
+    """Decode steps at each k over the run, from the cumulative buckets of the per-step k histogram."""
+    cumulative = []
+    while True:
+        key = f'{prefix}spec_decode_step_k_bucket{{le="{len(cumulative)}.0"}}'
+        if key not in after:
+            break
+        cumulative.append(after[key] - before.get(key, 0.0))
+    if not cumulative:
+        return None
+    return [int(c - (cumulative[k - 1] if k else 0)) for k, c in enumerate(cumulative)]
 
 
 def spec_decode_stats(before: dict[str, float] | None, after: dict[str, float] | None) -> dict | None:
@@ -275,5 +290,6 @@ def spec_decode_stats(before: dict[str, float] | None, after: dict[str, float] |
         return {"source": prefix.rstrip(":"), **delta,
                 "acceptance_rate": acceptance_rate(acc, dt),
                 "mean_acceptance_length": mean_acceptance_length(acc, drafts),
-                "acceptance_rate_per_position": per_position}
+                "acceptance_rate_per_position": per_position,
+                "steps_by_k": _steps_by_k(before, after, prefix)}
     return None

@@ -9,7 +9,7 @@ import time
 from typing import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from mtpserve.output_processor import RequestState
@@ -65,6 +65,17 @@ class EngineStatsCollector(Collector):
         for position, value in enumerate(spec.accepted_per_position):
             per_pos.add_metric([*self._labels.values(), str(position)], value)
         yield per_pos
+        if spec.steps_by_k:
+            yield self._step_k_histogram(spec.steps_by_k)
+
+    def _step_k_histogram(self, steps_by_k) -> HistogramMetricFamily:
+        h = HistogramMetricFamily("mtpserve:spec_decode_step_k", "Decode steps by their k: the most MTP drafts a "
+                                  "sequence verified in the step (the speculation policy's choice).",
+                                  labels=list(self._labels))
+        cumulative = [sum(steps_by_k[:k + 1]) for k in range(len(steps_by_k))]
+        buckets = [(str(float(k)), count) for k, count in enumerate(cumulative)] + [("+Inf", cumulative[-1])]
+        h.add_metric(list(self._labels.values()), buckets, sum(k * n for k, n in enumerate(steps_by_k)))
+        return h
 
 
 REJECT_REASONS = ("queue_len", "queued_tokens", "draining")

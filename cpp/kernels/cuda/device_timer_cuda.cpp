@@ -1,4 +1,4 @@
-#include "kernels/cuda/step_timer_cuda.h"
+#include "kernels/cuda/device_timer_cuda.h"
 
 #include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAStream.h>
@@ -7,9 +7,9 @@ namespace mtpserve::kernels::cuda {
 
 namespace {
 
-class CudaStepTimer final : public StepTimer {
+class CudaDeviceTimer final : public DeviceTimer {
  public:
-  CudaStepTimer() : start_(cudaEventDefault), stop_(cudaEventDefault) {}  // timing events
+  CudaDeviceTimer() : start_(cudaEventDefault), stop_(cudaEventDefault) {}  // timing events
   void start() override { start_.record(c10::cuda::getCurrentCUDAStream()); }
   void stop() override { stop_.record(c10::cuda::getCurrentCUDAStream()); }
   double seconds() override {
@@ -23,6 +23,6 @@ class CudaStepTimer final : public StepTimer {
 
 }  // namespace
 
-std::unique_ptr<StepTimer> make_step_timer() { return std::make_unique<CudaStepTimer>(); }
+std::unique_ptr<DeviceTimer> make_device_timer() { return std::make_unique<CudaDeviceTimer>(); }
 
 }  // namespace mtpserve::kernels::cuda

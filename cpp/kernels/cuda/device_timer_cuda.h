@@ -1,8 +1,8 @@
 #pragma once
-#include "kernels/step_timer.h"
+#include "kernels/device_timer.h"
 
 namespace mtpserve::kernels::cuda {
 
-std::unique_ptr<StepTimer> make_step_timer();
+std::unique_ptr<DeviceTimer> make_device_timer();
 
 }  // namespace mtpserve::kernels::cuda

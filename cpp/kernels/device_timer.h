@@ -7,16 +7,16 @@
 
 namespace mtpserve::kernels {
 
-class StepTimer {
+class DeviceTimer {
  public:
-  virtual ~StepTimer() = default;
+  virtual ~DeviceTimer() = default;
   virtual void start() = 0;
   virtual void stop() = 0;
   // The time between the last start() and stop(); waits for stop() to be reached on the device.
   virtual double seconds() = 0;
 };
 
-class HostStepTimer final : public StepTimer {
+class HostTimer final : public DeviceTimer {
  public:
   void start() override { start_ = std::chrono::steady_clock::now(); }
   void stop() override { stop_ = std::chrono::steady_clock::now(); }
@@ -27,6 +27,6 @@ class HostStepTimer final : public StepTimer {
 };
 
 // Unset in a device's table: the host clock measures it.
-using MakeStepTimerFn = std::unique_ptr<StepTimer> (*)();
+using MakeDeviceTimerFn = std::unique_ptr<DeviceTimer> (*)();
 
 }  // namespace mtpserve::kernels

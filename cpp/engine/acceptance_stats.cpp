@@ -1,0 +1,62 @@
+#include "engine/acceptance_stats.h"
+
+#include <algorithm>
+
+namespace mtpserve {
+
+namespace {
+
+// Engine-wide, an observation's weight halves after about 700 more at its position (several
+// steps of a large batch); per sequence after about 7 of its own verifications, so a sequence
+// that turns hard to predict stops drafting within a few steps.
+constexpr double kEngineForget = 0.999;
+constexpr double kSequenceForget = 0.9;
+// Weight of the engine-wide estimate in a sequence's, in observations.
+constexpr double kSequencePrior = 4.0;
+// Before any observation: one pseudo-observation at even odds.
+constexpr double kEnginePrior = 1.0;
+
+}  // namespace
+
+AcceptanceStats::AcceptanceStats(int64_t k_max)
+    : k_max_(k_max), engine_{std::vector<double>(k_max, 0.0), std::vector<double>(k_max, 0.0)} {}
+
+void AcceptanceStats::observe(Counts& counts, double forget, int64_t drafts, int64_t accepted) const {
+  // Positions 1..accepted were accepted; position accepted + 1, if drafted, was the first rejected;
+  // later ones were never tested.
+  const int64_t tested = std::min(std::min(drafts, accepted + 1), k_max_);
+  for (int64_t j = 0; j < tested; ++j) {
+    counts.tried[j] = forget * counts.tried[j] + 1;
+    counts.accepted[j] = forget * counts.accepted[j] + (j < accepted ? 1 : 0);
+  }
+}
+
+void AcceptanceStats::record(int64_t seq_id, int64_t drafts, int64_t accepted) {
+  observe(engine_, kEngineForget, drafts, accepted);
+  auto [it, added] = sequences_.try_emplace(seq_id);
+  if (added) it->second = {std::vector<double>(k_max_, 0.0), std::vector<double>(k_max_, 0.0)};
+  observe(it->second, kSequenceForget, drafts, accepted);
+}
+
+void AcceptanceStats::forget(int64_t seq_id) { sequences_.erase(seq_id); }
+
+std::vector<double> AcceptanceStats::engine() const {
+  std::vector<double> p(k_max_);
+  for (int64_t j = 0; j < k_max_; ++j) {
+    p[j] = (engine_.accepted[j] + 0.5 * kEnginePrior) / (engine_.tried[j] + kEnginePrior);
+  }
+  return p;
+}
+
+std::vector<double> AcceptanceStats::sequence(int64_t seq_id) const {
+  std::vector<double> p = engine();
+  auto it = sequences_.find(seq_id);
+  if (it == sequences_.end()) return p;
+  const Counts& own = it->second;
+  for (int64_t j = 0; j < k_max_; ++j) {
+    p[j] = (own.accepted[j] + kSequencePrior * p[j]) / (own.tried[j] + kSequencePrior);
+  }
+  return p;
+}
+
+}  // namespace mtpserve

@@ -1,0 +1,36 @@
+#pragma once
+// How often MTP drafts are accepted, per draft position: p[j] = P(draft j + 1 accepted | drafts
+// 1..j accepted), engine-wide and per sequence. Both forget old observations (the load and the
+// text change); a sequence's estimate leans on the engine-wide one until it has its own record,
+// so a new sequence starts from the engine's experience.
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace mtpserve {
+
+class AcceptanceStats {
+ public:
+  explicit AcceptanceStats(int64_t k_max);
+
+  // A verification of `drafts` drafts of which the first `accepted` were accepted.
+  void record(int64_t seq_id, int64_t drafts, int64_t accepted);
+  void forget(int64_t seq_id);
+
+  // Engine-wide p[j], j = 0..k_max-1.
+  std::vector<double> engine() const;
+  // The sequence's p[j]: its own record shrunk towards the engine-wide estimate.
+  std::vector<double> sequence(int64_t seq_id) const;
+
+ private:
+  struct Counts {
+    std::vector<double> tried, accepted;  // forgetting sums per position
+  };
+  void observe(Counts& counts, double forget, int64_t drafts, int64_t accepted) const;
+
+  int64_t k_max_;
+  Counts engine_;
+  std::unordered_map<int64_t, Counts> sequences_;
+};
+
+}  // namespace mtpserve

@@ -1,0 +1,77 @@
+#pragma once
+// Chooses how many MTP drafts each decoding sequence takes for the next step.
+//   fixed:    every sequence drafts k_max (within its budget); so do pinned sequences under adaptive.
+//   adaptive: the step's k in 0..k_max that maximises expected emitted tokens per second of the
+//             batch, from the measured step costs (StepCostModel) and the acceptance estimates
+//             (AcceptanceStats); within that k, a sequence whose own acceptance makes a draft
+//             worth less than the time it adds drafts fewer.
+// In each batch-size bucket of the cost model the adaptive policy first cycles k through
+// 0..k_max (warm-up: the bucket's fits need steps of each k), and later takes every
+// kProbeInterval-th step at a cycled k, so that a cost it has stopped observing cannot go stale.
+#include <cstdint>
+#include <vector>
+
+#include "engine/acceptance_stats.h"
+#include "engine/step_cost_model.h"
+
+namespace mtpserve {
+
+enum class SpeculationPolicyKind { kAdaptive, kFixed };
+
+struct DraftCandidate {
+  int64_t seq_id;
+  int64_t budget;   // most drafts it may take (max_tokens, context length, k_max)
+  int64_t context;  // tokens in its context at its next step's first row
+  // Drafts its whole budget whatever the load: a seeded sampled request's tokens depend on how many
+  // drafts each of its steps verifies, and must not depend on what else runs.
+  bool pinned = false;
+};
+
+struct DraftPlan {
+  int64_t step_k = 0;           // the most drafts any sequence takes
+  std::vector<int64_t> drafts;  // per candidate
+};
+
+class SpeculationPolicy {
+ public:
+  // Warm-up: this many plans at each k in turn.
+  static constexpr int64_t kWarmupRounds = 4;
+  // After warm-up, one plan in this many is a probe at a cycled k: a few percent of the steps
+  // at most run at a k the estimate did not choose.
+  static constexpr int64_t kProbeInterval = 50;
+
+  SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max);
+
+  DraftPlan plan(const std::vector<DraftCandidate>& candidates);
+  // Tests only: the step's k of plan i is schedule[i % size] (within budgets, pinned or not), whatever
+  // the kind.
+  void force_schedule(std::vector<int64_t> schedule) {
+    schedule_ = std::move(schedule);
+    forced_plans_ = 0;
+  }
+
+  StepCostModel& costs() { return costs_; }
+  AcceptanceStats& acceptance() { return acceptance_; }
+
+ private:
+  struct Estimate {
+    double tokens = 0, seconds = 0;
+  };
+  DraftPlan uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const;
+  DraftPlan best(const std::vector<DraftCandidate>& candidates) const;
+  // Drops drafts whose expected tokens are worth less than the time they add at `seconds_per_token`.
+  void trim(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
+            double seconds_per_token, DraftPlan& plan) const;
+  Estimate estimate(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
+                    const DraftPlan& plan) const;
+
+  SpeculationPolicyKind kind_;
+  int64_t k_max_;
+  StepCostModel costs_;
+  AcceptanceStats acceptance_;
+  std::vector<int64_t> schedule_;
+  std::vector<int64_t> plans_;  // adaptive plans made, per batch-size bucket
+  int64_t forced_plans_ = 0;
+};
+
+}  // namespace mtpserve

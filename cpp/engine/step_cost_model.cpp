@@ -1,0 +1,63 @@
+#include "engine/step_cost_model.h"
+
+namespace mtpserve {
+
+namespace {
+
+// Each sample's weight halves after about 70 more in its bucket: long enough to average
+// step-time noise, short enough to follow a device whose speed drifts.
+constexpr double kForget = 0.99;
+
+}  // namespace
+
+StepCostModel::Fits::Fits() : verify(3, kForget), draft(4, kForget) {}
+
+int64_t StepCostModel::bucket(int64_t num_seqs) {
+  int64_t b = 0;
+  while (num_seqs > 1) {
+    num_seqs >>= 1;
+    ++b;
+  }
+  return b;
+}
+
+StepCostModel::Fits& StepCostModel::fits(int64_t num_seqs) {
+  const auto b = static_cast<size_t>(bucket(num_seqs));
+  if (buckets_.size() <= b) buckets_.resize(b + 1);
+  return buckets_[b];
+}
+
+const StepCostModel::Fits* StepCostModel::find(int64_t num_seqs) const {
+  const auto b = static_cast<size_t>(bucket(num_seqs));
+  return b < buckets_.size() ? &buckets_[b] : nullptr;
+}
+
+void StepCostModel::record_verify(int64_t num_seqs, int64_t rows, int64_t context, double seconds) {
+  fits(num_seqs).verify.add({1.0, static_cast<double>(rows), static_cast<double>(context)}, seconds);
+}
+
+void StepCostModel::record_draft(int64_t num_seqs, int64_t fill_rows, int64_t recursions, int64_t recursion_rows,
+                                 double seconds) {
+  fits(num_seqs).draft.add({1.0, static_cast<double>(fill_rows), static_cast<double>(recursions),
+                            static_cast<double>(recursion_rows)},
+                           seconds);
+}
+
+double StepCostModel::verify_seconds(int64_t num_seqs, double rows, double context) const {
+  const Fits* f = find(num_seqs);
+  return f ? f->verify.predict({1.0, rows, context}) : 0.0;
+}
+
+double StepCostModel::draft_seconds(int64_t num_seqs, double fill_rows, double recursions,
+                                    double recursion_rows) const {
+  const Fits* f = find(num_seqs);
+  return f ? f->draft.predict({1.0, fill_rows, recursions, recursion_rows}) : 0.0;
+}
+
+double StepCostModel::seconds_per_draft(int64_t num_seqs) const {
+  const Fits* f = find(num_seqs);
+  if (f == nullptr) return 0.0;
+  return f->verify.coefficients()[1] + f->verify.coefficients()[2] + f->draft.coefficients()[3];
+}
+
+}  // namespace mtpserve

@@ -1,0 +1,113 @@
+"""The adaptive speculation policy in the engine: output stays exactly the k = 0 output while the
+step's k changes (a forced k schedule, and the policy's own choices), with chunked prefill, the
+prefix cache, preemption, stops and logprobs; the chosen k is counted per step and per request."""
+import pytest
+
+from mtpserve import LLM
+from mtpserve.sampling_params import SamplingParams
+from test_mtp import BASE, BATCHES, GREEDY_64, VARIANTS, run_with_drafts, tokens
+
+SCHEDULE = [3, 0, 1, 2, 0, 0, 3, 1]
+
+
+@pytest.fixture(scope="module")
+def baseline(tiny_model_dir):
+    llm = LLM(str(tiny_model_dir), **BASE)
+    yield llm, {n: tokens(llm.generate(batch, GREEDY_64)) for n, batch in BATCHES.items()}
+    llm.shutdown()
+
+
+def adaptive(model_dir, **overrides):
+    return LLM(str(model_dir), **{**BASE, **overrides}, num_speculative_tokens=3, speculative_policy="adaptive")
+
+
+@pytest.mark.parametrize("variant", ["chunked+prefix", "preempting-cache"])
+def test_greedy_equals_k0_while_a_forced_schedule_changes_k_every_step(tiny_model_dir, baseline, variant):
+    llm = adaptive(tiny_model_dir, **VARIANTS[variant])
+    try:
+        llm.core.engine.force_k_schedule(SCHEDULE)
+        for n, batch in BATCHES.items():
+            assert tokens(llm.generate(batch, GREEDY_64)) == baseline[1][n], f"batch of {n}"
+        stats = llm.stats()
+        assert all(steps > 0 for steps in stats.spec.steps_by_k), list(stats.spec.steps_by_k)
+        assert stats.kv_usage == 0.0
+        if variant == "preempting-cache":
+            assert stats.preemptions > 0
+    finally:
+        llm.shutdown()
+
+
+def test_per_request_counters_add_up_to_the_drafts(tiny_model_dir):
+    llm = adaptive(tiny_model_dir)
+    try:
+        llm.core.engine.force_k_schedule(SCHEDULE)
+        outs = llm.generate(BATCHES[4], GREEDY_64)
+        for out in outs:
+            m = out.metrics
+            assert len(m.steps_by_k) == 4
+            # Every output token after the prefill's comes from one decode step (+ its accepted drafts).
+            assert sum(m.steps_by_k) + m.num_accepted_tokens == len(out.outputs[0].token_ids) - 1
+            assert sum(k * n for k, n in enumerate(m.steps_by_k)) == m.num_draft_tokens
+            assert sum(m.steps_by_k[1:]) == m.num_drafts
+        engine_steps = llm.stats().spec.steps_by_k
+        assert sum(engine_steps) <= llm.stats().steps
+    finally:
+        llm.shutdown()
+
+
+def test_stops_and_logprobs_under_changing_k(tiny_model_dir, baseline):
+    plain, _ = baseline
+    prompt = BATCHES[1][0]
+    expected = tokens(plain.generate([prompt], GREEDY_64))[0]
+    stop_at = next(i for i in range(10, 64) if expected[i] not in expected[:i])
+    params = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True, logprobs=2,
+                            stop_token_ids=[expected[stop_at]])
+    reference = plain.generate([prompt], params)[0].outputs[0]
+    llm = adaptive(tiny_model_dir)
+    try:
+        llm.core.engine.force_k_schedule(SCHEDULE)
+        got = llm.generate([prompt], params)[0].outputs[0]
+        assert got.token_ids == expected[:stop_at + 1] == reference.token_ids
+        assert got.finish_reason == "stop" and got.stop_reason == expected[stop_at]
+        assert len(got.logprobs) == len(got.token_ids)
+        for mine, theirs in zip(got.logprobs, reference.logprobs):
+            assert mine.keys() == theirs.keys()
+            for token in mine:
+                assert mine[token].logprob == pytest.approx(theirs[token].logprob, abs=1e-4)
+                assert mine[token].rank == theirs[token].rank
+    finally:
+        llm.shutdown()
+
+
+def test_the_policy_drafts_for_always_accepted_drafts_and_stops_for_always_rejected(tiny_model_dir, baseline):
+    """Its own choices, past the warm-up: known-correct drafts (all accepted) make drafting pay, so most
+    steps draft; known-wrong drafts never pay, so most steps do not. The output is exact either way."""
+    plain, _ = baseline
+    prompt = BATCHES[1][0]
+    params = SamplingParams(temperature=0, max_tokens=220, ignore_eos=True)
+    expected = tokens(plain.generate([prompt], params))[0]
+    for future, drafting in ((expected, True), ([(t + 1) % 512 for t in expected], False)):
+        llm = adaptive(tiny_model_dir)
+        try:
+            warmup = tokens(llm.generate([prompt], SamplingParams(temperature=0, max_tokens=40, ignore_eos=True)))
+            assert warmup[0] == expected[:40]
+            before = list(llm.stats().spec.steps_by_k)
+            got, _ = run_with_drafts(llm, prompt, params, future)
+            assert got == expected
+            steps = [a - b for a, b in zip(llm.stats().spec.steps_by_k, before)]
+            assert (sum(steps[1:]) > steps[0]) == drafting, steps
+        finally:
+            llm.shutdown()
+
+
+def test_the_policy_flag_defaults_to_adaptive_and_refuses_unknown_policies():
+    from mtpserve.cli import build_parser, engine_args
+    from mtpserve.engine_args import EngineArgs
+
+    assert engine_args(build_parser().parse_args(["serve"])).speculative_policy == "adaptive"
+    fixed = build_parser().parse_args(["serve", "--speculative_policy", "fixed"])
+    assert engine_args(fixed).speculative_policy == "fixed"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--speculative_policy", "greedy"])
+    with pytest.raises(ValueError, match="speculative_policy must be one of adaptive, fixed"):
+        EngineArgs(speculative_policy="greedy")

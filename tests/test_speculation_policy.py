@@ -1,0 +1,118 @@
+"""The speculation policy alone, fed made-up step timings and verifications: it fits the costs, tracks
+acceptance per position and per sequence, and picks the k (and the per-sequence drafts) that the
+expected tokens per second favour."""
+import pytest
+
+from mtpserve import _C
+
+K_MAX = 3
+ADAPTIVE, FIXED = _C.SpeculationPolicyKind.adaptive, _C.SpeculationPolicyKind.fixed
+
+
+def candidates(n, budget=K_MAX, context=100, first_id=0):
+    return [(first_id + i, budget, context, False) for i in range(n)]
+
+
+PER_CONTEXT_TOKEN = 1e-8
+
+
+def feed_costs(policy, n, per_row, fixed=1e-3, draft_fixed=2e-4, per_recursion=5e-4):
+    """Verify and draft steps of n sequences and each k, timed by exact linear laws."""
+    for k in range(K_MAX + 1):
+        for step in range(30):
+            rows, context = n * (1 + k) - step % n, 100 * n + 977 * step
+            policy.record_verify(n, rows, context, fixed + per_row * rows + PER_CONTEXT_TOKEN * context)
+            fill, rec_rows = n + step % (k * n + 1), max(k - 1, 0) * (n - step % n)
+            policy.record_draft(n, fill, max(k - 1, 0), rec_rows, draft_fixed + 1e-6 * fill +
+                                per_recursion * max(k - 1, 0) + per_row * rec_rows)
+
+
+def feed_acceptance(policy, seq_id, accepted_of_3, times=50):
+    for _ in range(times):
+        policy.record_acceptance(seq_id, 3, accepted_of_3)
+
+
+def past_warmup(policy, batch):
+    for _ in range(policy.warmup_rounds * (K_MAX + 1)):
+        policy.plan(batch)
+
+
+def test_warmup_cycles_k_in_each_batch_size_bucket_and_probes_recur():
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    batch = candidates(4)
+    ks = [policy.plan(batch)[0] for _ in range(policy.warmup_rounds * (K_MAX + 1))]
+    assert ks == [i % (K_MAX + 1) for i in range(len(ks))]
+    assert policy.plan(candidates(8))[0] == 0  # a new bucket warms up on its own
+    feed_costs(policy, 4, per_row=1e-3)  # rows so dear that drafting never pays
+    feed_acceptance(policy, 0, 0)
+    ks = [policy.plan(batch)[0] for _ in range(4 * policy.probe_interval)]
+    probes = [i for i, k in enumerate(ks) if k != 0]
+    assert len(probes) == 3 and all((i + 1) % policy.probe_interval == 0 for i in probes)
+
+
+def test_the_verify_cost_fit_recovers_a_linear_law():
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    feed_costs(policy, 16, per_row=2e-5)
+    assert policy.verify_seconds(16, 40, 4000) == pytest.approx(1e-3 + 2e-5 * 40 + PER_CONTEXT_TOKEN * 4000, rel=1e-3)
+    assert policy.verify_seconds(31, 40, 4000) == policy.verify_seconds(16, 40, 4000)  # one batch-size bucket
+    assert policy.verify_seconds(32, 40, 4000) == 0  # nothing measured at 32..63 sequences yet
+
+
+def test_cheap_rows_and_high_acceptance_draft_k_max():
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    batch = candidates(8)
+    past_warmup(policy, batch)
+    feed_costs(policy, 8, per_row=1e-6)
+    feed_acceptance(policy, 100, 3)
+    assert policy.plan(batch) == (K_MAX, [K_MAX] * 8)
+
+
+def test_dear_rows_and_low_acceptance_draft_nothing():
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    batch = candidates(64)
+    past_warmup(policy, batch)
+    feed_costs(policy, 64, per_row=1e-4)
+    feed_acceptance(policy, 100, 0)
+    assert policy.plan(batch) == (0, [0] * 64)
+
+
+def test_a_pinned_sequence_drafts_its_budget_whatever_the_costs():
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    batch = candidates(63) + [(63, 2, 100, True)]
+    past_warmup(policy, batch)
+    feed_costs(policy, 64, per_row=1e-4)
+    feed_acceptance(policy, 100, 0)
+    assert policy.plan(batch) == (2, [0] * 63 + [2])
+
+
+def test_a_sequence_whose_drafts_fail_drafts_less_than_the_rest():
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    batch = candidates(8)
+    past_warmup(policy, batch)
+    feed_costs(policy, 8, per_row=2e-5)
+    for seq_id in range(1, 8):
+        feed_acceptance(policy, seq_id, 3, times=10)
+    feed_acceptance(policy, 0, 0, times=10)
+    assert policy.sequence_acceptance(0)[0] < 0.5 < policy.sequence_acceptance(1)[0]
+    step_k, drafts = policy.plan(batch)
+    assert step_k > 0 and drafts[1:] == [step_k] * 7 and drafts[0] < step_k
+
+
+def test_acceptance_is_conditional_per_position_and_new_sequences_start_from_the_engine():
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    for _ in range(200):
+        policy.record_acceptance(0, 3, 1)  # draft 1 always accepted, draft 2 never; draft 3 never tested
+        policy.record_acceptance(0, 3, 3)
+    p = policy.engine_acceptance()
+    assert p[0] == pytest.approx(1, abs=0.01) and p[1] == pytest.approx(0.5, abs=0.01)
+    assert p[2] == pytest.approx(1, abs=0.01)
+    assert policy.sequence_acceptance(7) == p
+
+
+def test_fixed_and_forced_plans_stay_within_each_budget():
+    fixed = _C.SpeculationPolicy(FIXED, K_MAX)
+    batch = [(0, 3, 10, False), (1, 1, 10, False), (2, 0, 10, False)]
+    assert fixed.plan(batch) == (3, [3, 1, 0])
+    forced = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    forced.force_schedule([2, 0])
+    assert [forced.plan(batch) for _ in range(3)] == [(2, [2, 1, 0]), (0, [0, 0, 0]), (2, [2, 1, 0])]
