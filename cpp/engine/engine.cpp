@@ -90,6 +90,12 @@ void Engine::add_request(const std::string& id, std::vector<int64_t> prompt, Sam
                                   " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
     }
   }
+  for (const auto& [t, bias] : params.logit_bias) {
+    if (t >= vocab) {
+      throw std::invalid_argument("request '" + id + "': logit_bias token id " + std::to_string(t) +
+                                  " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    }
+  }
   const int64_t blocks_needed = (n + config_.block_size) / config_.block_size;
   if (blocks_needed > config_.num_blocks) {
     throw std::invalid_argument("request '" + id + "': the prompt needs " + std::to_string(blocks_needed) +
@@ -300,8 +306,9 @@ std::vector<SampledSequence> Engine::sample(const StepInput& input, const Schedu
     if (samples == 0) continue;
     const Request& r = requests_.at(plan.scheduled[i].seq->id);
     const Sequence& seq = *r.seq;
-    requests.push_back({&seq.params, std::span<const int64_t>(seq.tokens).subspan(seq.num_prompt_tokens),
-                        std::span<const int64_t>(seq.draft_tokens).first(samples - 1), r.seed,
+    const std::span<const int64_t> tokens(seq.tokens);
+    requests.push_back({&seq.params, tokens.first(seq.num_prompt_tokens), tokens.subspan(seq.num_prompt_tokens),
+                        config_.eos_token_ids, std::span<const int64_t>(seq.draft_tokens).first(samples - 1), r.seed,
                         static_cast<uint64_t>(seq.num_output_tokens()), input.first_sample[i]});
   }
   return sampler_.sample(logits, requests);

@@ -28,6 +28,9 @@ class SamplingParams:
     seed: int | None = None
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0  # > 1 discourages prompt and output tokens (vLLM's rule); 1: off
+    logit_bias: dict[int, float] | None = None  # token id -> added to its logit (-100 bans, 100 forces)
+    min_tokens: int = 0  # EOS and stop_token_ids cannot be sampled before this many output tokens
     max_tokens: int = 16
     stop: str | list[str] | None = None  # normalised to a list
     stop_token_ids: list[int] | None = field(default=None)  # normalised to a list
@@ -58,6 +61,15 @@ class SamplingParams:
             value = getattr(self, name)
             if not _is_number(value) or not -2 <= value <= 2:
                 bad(name, "in [-2, 2]")
+        if not _is_number(self.repetition_penalty) or not 0 < self.repetition_penalty <= 2:
+            bad("repetition_penalty", "in (0, 2]")
+        bias = {} if self.logit_bias is None else self.logit_bias
+        if not isinstance(bias, dict) or not all(_is_int(t) and 0 <= t <= _INT64_MAX and _is_number(v)
+                                                 and -100 <= v <= 100 for t, v in bias.items()):
+            bad("logit_bias", "a map of token ids to numbers in [-100, 100]")
+        self.logit_bias = dict(bias)
+        if not _is_int(self.min_tokens) or self.min_tokens < 0:
+            bad("min_tokens", "an int >= 0")
         if not _is_int(self.max_tokens) or self.max_tokens <= 0:
             bad("max_tokens", "an int > 0")
         if self.max_tokens > _INT64_MAX:
@@ -93,6 +105,9 @@ class SamplingParams:
         p.seed = None if self.seed is None else self.seed % _UINT64
         p.presence_penalty = float(self.presence_penalty)
         p.frequency_penalty = float(self.frequency_penalty)
+        p.repetition_penalty = float(self.repetition_penalty)
+        p.logit_bias = [(t, float(v)) for t, v in self.logit_bias.items()]
+        p.min_tokens = min(self.min_tokens, self.max_tokens)
         p.max_tokens = self.max_tokens
         p.stop_token_ids = list(self.stop_token_ids)
         p.ignore_eos = self.ignore_eos

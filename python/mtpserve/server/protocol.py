@@ -34,6 +34,8 @@ class _SamplingRequest(_Strict):
     seed: int | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    repetition_penalty: float | None = None  # vLLM extension
+    min_tokens: int | None = None  # vLLM extension
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None  # vLLM extension
     ignore_eos: bool = False  # vLLM extension
@@ -50,14 +52,22 @@ class _SamplingRequest(_Strict):
             raise APIError(400, f"n must be 1 (one choice per request is supported), got {self.n}", param="n")
         if self.best_of not in (None, 1):
             raise APIError(400, f"best_of must be 1, got {self.best_of}", param="best_of")
-        if self.logit_bias:
-            raise APIError(400, "logit_bias is not supported", param="logit_bias")
         if self.stream_options is not None and not self.stream:
             raise APIError(400, "stream_options can only be set when stream is true", param="stream_options")
 
     @property
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
+
+    def _logit_bias(self) -> dict[int, float]:
+        """OpenAI's logit_bias: token ids as JSON keys (strings)."""
+        bias = {}
+        for key, value in (self.logit_bias or {}).items():
+            try:
+                bias[int(key)] = value
+            except ValueError:
+                raise APIError(400, f"logit_bias keys must be token ids, got {key!r}", param="logit_bias") from None
+        return bias
 
     def _sampling_params(self, max_tokens: int, logprobs: int | None,
                          aliases: dict[str, str] | None = None) -> SamplingParams:
@@ -71,7 +81,9 @@ class _SamplingRequest(_Strict):
                 check_text(stop, "stop")
             except RequestRefused as e:
                 raise APIError(400, str(e), param="stop") from None
-        for name in ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty"):
+        values["logit_bias"] = self._logit_bias()
+        for name in ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+                     "repetition_penalty", "min_tokens"):
             if getattr(self, name) is not None:
                 values[name] = getattr(self, name)
         try:
