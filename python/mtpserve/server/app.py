@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from mtpserve.sampling_params import SamplingParams
 from mtpserve.server.async_engine import AsyncEngine, Draining, Overloaded, RequestRefused, RequestStream
 from mtpserve.server.auth import ApiKeyMiddleware, BodySizeLimitMiddleware
+from mtpserve.server.choices import Prompt, Sample, Samples
 from mtpserve.server.errors import APIError, error_body, install_error_handlers
 from mtpserve.server.metrics import ServerMetrics
 from mtpserve.server.protocol import (ChatCompletionRequest, CompletionRequest, chat_logprobs,
@@ -98,10 +99,9 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
 
     # ---- generation ---------------------------------------------------------------------------
 
-    def submit(prompt_ids: list[int], prompt_text: str | None, max_tokens: int | None,
-               make_params: Callable[[int], SamplingParams], prompt_param: str, request_id: str) -> RequestStream:
-        n, limit = len(prompt_ids), engine.max_model_len
-        params = make_params(engine.default_max_tokens(n))  # omitted max_tokens: whatever context is left
+    def submit(prompt: Prompt, params: SamplingParams, max_tokens: int | None, prompt_param: str,
+               request_id: str) -> RequestStream:
+        n, limit = len(prompt.token_ids), engine.max_model_len
         if n >= limit:
             raise APIError(400, f"this model's maximum context length is {limit} tokens, but the prompt has {n} "
                                 f"tokens, which leaves no room to generate; shorten the prompt",
@@ -113,7 +113,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
                            param="max_tokens", code="context_length_exceeded")
         require_healthy()
         try:
-            return engine.add_request(prompt_ids, params, prompt_text, request_id=request_id)
+            return engine.add_request(prompt.token_ids, params, prompt.text, request_id=request_id)
         except RequestRefused as e:
             param = prompt_param if e.param == "prompt" else e.param
             if param == "max_tokens" and max_tokens is None:
@@ -128,6 +128,14 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
             raise APIError(503, str(e), code="service_unavailable") from None
         except RuntimeError as e:
             raise APIError(503, str(e), code="service_unavailable") from None
+
+    def start(prompts: list[Prompt], body, prompt_param: str, request_id: str) -> Samples:
+        """Submits the request's samples; omitted max_tokens is whatever context is left."""
+        params = [body.sampling_params(engine.default_max_tokens(len(p.token_ids))) for p in prompts]
+        n, best_of = body.choice_counts()
+        max_tokens = body.requested_max_tokens
+        return Samples(prompts, params, n, best_of,
+                       lambda p, sp, rid: submit(p, sp, max_tokens, prompt_param, rid), request_id)
 
     def precheck() -> None:
         """Refuses at once what admission control would refuse after tokenizing."""
@@ -144,35 +152,41 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
         except RequestRefused as e:
             raise APIError(400, str(e), param=param, code=e.code) from None
 
-    async def complete(raw: Request, stream: RequestStream) -> RequestStream | Response:
-        """Runs a non-streaming request to its end; a client that disconnects first aborts it."""
+    async def complete(raw: Request, samples: Samples) -> list[Sample] | Response:
+        """Runs a non-streaming request to its end and returns the chosen samples; a client that
+        disconnects first aborts it."""
         async def drain():
-            async for _ in stream:
+            async for _ in samples.deltas():
                 pass
 
         try:
             done, _ = await unless_disconnected(raw, drain())
         finally:
-            stream.close()
+            samples.close()
         if not done:
             return Response(status_code=499)  # nobody is listening any more
-        if stream.timed_out:
-            raise APIError(504, stream.state.error, code="request_timeout", type="timeout_error")
-        if stream.state.error:
-            raise APIError(500, f"generation failed: {stream.state.error}")
-        return stream
+        for s in samples.samples:
+            if s.stream.timed_out:
+                raise APIError(504, s.state.error, code="request_timeout", type="timeout_error")
+            if s.state.error:
+                raise APIError(500, f"generation failed: {s.state.error}")
+        return samples.chosen()
+
+    def total_usage(samples: Samples, chosen: list[Sample]) -> dict:
+        """Each prompt counts once (its first sample's cache hit); every returned choice's tokens count."""
+        leaders = samples.samples[::samples.per_prompt]
+        return usage(sum(len(p.token_ids) for p in samples.prompts),
+                     sum(len(s.state.token_ids) for s in chosen if s.state),
+                     sum(s.state.metrics.num_cached_tokens for s in leaders))
 
     @app.post("/v1/completions")
     async def create_completion(body: CompletionRequest, raw: Request):
         check_model(body.model)
         precheck()
-        prompt = body.single_prompt()
-        if isinstance(prompt, str):
-            text, ids = prompt, await tokenize(prompt, "prompt")
-        else:
-            text, ids = None, list(prompt)
+        prompts = [Prompt(await tokenize(p, "prompt"), p) if isinstance(p, str) else Prompt(list(p), None)
+                   for p in body.prompt_list()]
         request_id = f"cmpl-{uuid.uuid4().hex}"
-        stream = submit(ids, text, body.max_tokens, body.sampling_params, "prompt", request_id)
+        samples = start(prompts, body, "prompt", request_id)
         model, created_at = body.model or served_model_name, int(time.time())
         want_logprobs = body.logprobs is not None
 
@@ -181,20 +195,21 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
                     "choices": choices, **extra}
 
         if not body.stream:
-            result = await complete(raw, stream)
-            if isinstance(result, Response):
-                return result
-            s = result.state
-            return chunk([{"index": 0, "text": s.text, "finish_reason": s.finish_reason, "stop_reason": s.stop_reason,
-                           "logprobs": completion_logprobs(s.token_ids, s.logprobs) if want_logprobs else None}],
-                         usage=usage(len(ids), len(s.token_ids), s.metrics.num_cached_tokens))
+            chosen = await complete(raw, samples)
+            if isinstance(chosen, Response):
+                return chosen
+            choices = [{"index": i, "text": s.state.text, "finish_reason": s.state.finish_reason,
+                        "stop_reason": s.state.stop_reason,
+                        "logprobs": completion_logprobs(s.state.token_ids, s.state.logprobs) if want_logprobs else None}
+                       for i, s in enumerate(chosen)]
+            return chunk(choices, usage=total_usage(samples, chosen))
 
         include_usage = body.include_usage
 
         async def events():
-            offset = 0
-            async for d in stream:
-                s = d.state
+            offsets: dict[int, int] = {}
+            async for sample, d in samples.deltas():
+                s, index = d.state, samples.choice_index(sample)
                 if s.error:
                     yield sse(error_body(f"generation failed: {s.error}", "server_error"))
                     break
@@ -202,18 +217,17 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
                     continue
                 logprobs = None
                 if want_logprobs:
-                    logprobs = completion_logprobs(d.token_ids, d.logprobs, offset)
-                    offset += sum(len(t) for t in logprobs["tokens"])
-                choice = {"index": 0, "text": d.text, "logprobs": logprobs,
+                    logprobs = completion_logprobs(d.token_ids, d.logprobs, offsets.get(index, 0))
+                    offsets[index] = offsets.get(index, 0) + sum(len(t) for t in logprobs["tokens"])
+                choice = {"index": index, "text": d.text, "logprobs": logprobs,
                           "finish_reason": s.finish_reason if d.finished else None,
                           "stop_reason": s.stop_reason if d.finished else None}
                 yield sse(chunk([choice], **({"usage": None} if include_usage else {})))
             if include_usage:
-                s = stream.state
-                yield sse(chunk([], usage=usage(len(ids), len(s.token_ids), s.metrics.num_cached_tokens)))
+                yield sse(chunk([], usage=total_usage(samples, samples.chosen())))
             yield DONE
 
-        return SSEResponse(events(), on_close=stream.close)
+        return SSEResponse(events(), on_close=samples.close)
 
     @app.post("/v1/chat/completions")
     async def create_chat_completion(body: ChatCompletionRequest, raw: Request):
@@ -225,7 +239,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
             raise APIError(400, str(e), param="messages") from None
         ids = await tokenize(text, "messages", add_special_tokens=False)
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
-        stream = submit(ids, text, body.requested_max_tokens, body.sampling_params, "messages", request_id)
+        samples = start([Prompt(ids, text)], body, "messages", request_id)
         model, created_at = body.model or served_model_name, int(time.time())
         top_n = (body.top_logprobs or 0) if body.logprobs else None
 
@@ -234,41 +248,42 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
                     "choices": choices, **extra}
 
         if not body.stream:
-            result = await complete(raw, stream)
-            if isinstance(result, Response):
-                return result
-            s = result.state
-            choice = {"index": 0, "message": {"role": "assistant", "content": s.text},
-                      "logprobs": chat_logprobs(s.token_ids, s.logprobs, top_n) if top_n is not None else None,
-                      "finish_reason": s.finish_reason, "stop_reason": s.stop_reason}
-            return chunk("chat.completion", [choice],
-                         usage=usage(len(ids), len(s.token_ids), s.metrics.num_cached_tokens))
+            chosen = await complete(raw, samples)
+            if isinstance(chosen, Response):
+                return chosen
+            choices = [{"index": i, "message": {"role": "assistant", "content": s.state.text},
+                        "logprobs": chat_logprobs(s.state.token_ids, s.state.logprobs, top_n)
+                        if top_n is not None else None,
+                        "finish_reason": s.state.finish_reason, "stop_reason": s.state.stop_reason}
+                       for i, s in enumerate(chosen)]
+            return chunk("chat.completion", choices, usage=total_usage(samples, chosen))
 
         include_usage = body.include_usage
         extra = {"usage": None} if include_usage else {}
 
         async def events():
-            first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-            yield sse(chunk("chat.completion.chunk", [first], **extra))
-            async for d in stream:
-                s = d.state
+            role_sent: set[int] = set()  # the role rides on each choice's first token
+            async for sample, d in samples.deltas():
+                s, index = d.state, samples.choice_index(sample)
                 if s.error:
                     yield sse(error_body(f"generation failed: {s.error}", "server_error"))
                     break
                 if not (d.text or d.finished or (top_n is not None and d.token_ids)):
                     continue
-                choice = {"index": 0, "delta": {"content": d.text} if d.text else {},
+                delta = {"content": d.text} if d.text or index not in role_sent else {}
+                if index not in role_sent:
+                    delta = {"role": "assistant", **delta}
+                    role_sent.add(index)
+                choice = {"index": index, "delta": delta,
                           "logprobs": chat_logprobs(d.token_ids, d.logprobs, top_n) if top_n is not None else None,
                           "finish_reason": s.finish_reason if d.finished else None}
                 if d.finished:
                     choice["stop_reason"] = s.stop_reason
                 yield sse(chunk("chat.completion.chunk", [choice], **extra))
             if include_usage:
-                s = stream.state
-                yield sse(chunk("chat.completion.chunk", [],
-                                usage=usage(len(ids), len(s.token_ids), s.metrics.num_cached_tokens)))
+                yield sse(chunk("chat.completion.chunk", [], usage=total_usage(samples, samples.chosen())))
             yield DONE
 
-        return SSEResponse(events(), on_close=stream.close)
+        return SSEResponse(events(), on_close=samples.close)
 
     return app

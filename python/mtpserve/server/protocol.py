@@ -1,6 +1,6 @@
 """Request bodies of the OpenAI-compatible API (pydantic, strict types) and their translation to
 SamplingParams. A body that does not fit these shapes is a 422; values that fit but make no sense
-(negative max_tokens, n > 1, top_p 0) are a 400 raised from here or from SamplingParams."""
+(negative max_tokens, best_of < n, top_p 0) are a 400 raised from here or from SamplingParams."""
 from __future__ import annotations
 
 import math
@@ -12,6 +12,10 @@ from mtpserve.outputs import Logprob
 from mtpserve.sampling_params import SamplingParams
 from mtpserve.server.async_engine import RequestRefused, check_text
 from mtpserve.server.errors import APIError
+
+
+# The most samples one prompt may ask for (n, best_of): each is a full request in the engine.
+MAX_CHOICES = 64
 
 
 class _Strict(BaseModel):
@@ -47,11 +51,21 @@ class _SamplingRequest(_Strict):
     stream: bool | None = False
     stream_options: StreamOptions | None = None
 
+    def choice_counts(self) -> tuple[int, int]:
+        """(n, best_of): the choices returned per prompt, and the samples drawn to pick them from."""
+        n = 1 if self.n is None else self.n
+        if not 1 <= n <= MAX_CHOICES:
+            raise APIError(400, f"n must be in 1..{MAX_CHOICES}, got {n}", param="n")
+        best_of = n if self.best_of is None else self.best_of
+        if not n <= best_of <= MAX_CHOICES:
+            raise APIError(400, f"best_of must be in n..{MAX_CHOICES} (n is {n}), got {best_of}", param="best_of")
+        if best_of > n and self.stream:
+            raise APIError(400, "best_of greater than n cannot be streamed: the best are known only at the end",
+                           param="best_of")
+        return n, best_of
+
     def _check_common(self) -> None:
-        if self.n not in (None, 1):
-            raise APIError(400, f"n must be 1 (one choice per request is supported), got {self.n}", param="n")
-        if self.best_of not in (None, 1):
-            raise APIError(400, f"best_of must be 1, got {self.best_of}", param="best_of")
+        self.choice_counts()
         if self.stream_options is not None and not self.stream:
             raise APIError(400, "stream_options can only be set when stream is true", param="stream_options")
 
@@ -101,17 +115,19 @@ class CompletionRequest(_SamplingRequest):
     echo: bool = False
     suffix: str | None = None
 
-    def single_prompt(self) -> str | list[int]:
-        """The one prompt of this request: a string, a token-id list, or a one-item list of either."""
+    @property
+    def requested_max_tokens(self) -> int | None:
+        return self.max_tokens
+
+    def prompt_list(self) -> list[str | list[int]]:
+        """The prompts of this request: a string or a token-id list, or a batch of either."""
         prompt = self.prompt
-        if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
-            if len(prompt) != 1:
-                raise APIError(400, f"one prompt per request is supported, got a batch of {len(prompt)}",
-                               param="prompt")
-            prompt = prompt[0]
-        if not prompt:
-            raise APIError(400, "the prompt is empty", param="prompt")
-        return prompt
+        batch = prompt if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)) else [prompt]
+        for i, p in enumerate(batch):
+            if not p:
+                where = f" (prompt {i} of the batch)" if len(batch) > 1 else ""
+                raise APIError(400, f"the prompt is empty{where}", param="prompt")
+        return batch
 
     def sampling_params(self, default_max_tokens: int) -> SamplingParams:
         self._check_common()
