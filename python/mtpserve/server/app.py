@@ -1,5 +1,5 @@
 """The OpenAI-compatible HTTP API over an AsyncEngine: /v1/models, /v1/completions,
-/v1/chat/completions (JSON or server-sent events), /health and /metrics."""
+/v1/chat/completions (JSON or server-sent events), /health, /metrics, /openapi.json and /docs."""
 from __future__ import annotations
 
 import time
@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from mtpserve import __version__
 from mtpserve.sampling_params import SamplingParams
 from mtpserve.server.async_engine import AsyncEngine, Draining, Overloaded, RequestRefused, RequestStream
 from mtpserve.server.auth import ApiKeyMiddleware, BodySizeLimitMiddleware
@@ -36,7 +37,9 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     """health defaults to the engine's own (its output thread is alive); a multi-rank server
     passes one that also knows about the other ranks. model_root is what /v1/models shows as
     the model's root (a name, not a path of the server's file system)."""
-    app = FastAPI(title="mtpserve", docs_url=None, redoc_url=None, openapi_url=None)
+    # /openapi.json and /docs sit behind --api_key like every route but /health.
+    app = FastAPI(title="mtpserve", version=__version__, docs_url="/docs", redoc_url=None,
+                  openapi_url="/openapi.json")
     install_error_handlers(app)
     # Added last = outermost: the key is checked before the body is read.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes)
