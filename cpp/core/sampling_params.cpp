@@ -34,6 +34,9 @@ void SamplingParams::validate() const {
     if (token < 0) reject("logit_bias", token, "non-negative token ids");
     if (!in_closed(bias, -100.0, 100.0)) reject("logit_bias", bias, "in [-100, 100]");
   }
+  if (prompt_logprobs < -1 || prompt_logprobs > 20) {
+    reject("prompt_logprobs", prompt_logprobs, "in [0, 20], or -1 for none");
+  }
   if (min_tokens < 0) reject("min_tokens", min_tokens, ">= 0");
   if (max_tokens <= 0) reject("max_tokens", max_tokens, ">= 1");
   if (logprobs < -1 || logprobs > 20) reject("logprobs", logprobs, "in [0, 20], or -1 for none");

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "dist/step_broadcast.h"
+#include "engine/prompt_logprobs.h"
 #include "engine/step_input.h"
 
 namespace mtpserve {
@@ -89,6 +90,9 @@ void Engine::add_request(const std::string& id, std::vector<int64_t> prompt, Sam
       throw std::invalid_argument("request '" + id + "': prompt token id " + std::to_string(t) +
                                   " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
     }
+  }
+  if (params.prompt_logprobs >= 0 && tp_.enabled()) {
+    throw std::invalid_argument("request '" + id + "': prompt logprobs are not supported under tensor parallelism");
   }
   for (const auto& [t, bias] : params.logit_bias) {
     if (t >= vocab) {
@@ -243,6 +247,7 @@ void Engine::step() {
     StepInput input = build_step_input(plan.scheduled, config_.block_size, runner_.device());
     at::Tensor logits = runner_.run(StepKind::kTarget, input);
     const double target_time = seconds_since(clock);
+    gather_prompt_logprobs(plan, input);
     std::vector<SampledSequence> sampled = sample(input, plan, logits);
 
     std::vector<RequestOutput> outputs;
@@ -269,6 +274,10 @@ void Engine::step() {
         seq.num_computed_tokens += static_cast<int64_t>(result.tokens.size());
       }
       if (seq.params.logprobs >= 0) out.logprobs = std::move(result.logprobs);
+      if (seq.params.prompt_logprobs >= 0 && !request.prompt_logprobs_sent) {
+        out.prompt_logprobs = std::move(request.prompt_logprobs);
+        request.prompt_logprobs_sent = true;
+      }
       const bool done = append_tokens(request, result.tokens, out);
       out.spec = request.spec;
       if (done) {
@@ -312,6 +321,30 @@ std::vector<SampledSequence> Engine::sample(const StepInput& input, const Schedu
                         static_cast<uint64_t>(seq.num_output_tokens()), input.first_sample[i]});
   }
   return sampler_.sample(logits, requests);
+}
+
+void Engine::gather_prompt_logprobs(const SchedulerOutput& plan, const StepInput& input) {
+  std::vector<int64_t> rows, tokens, top_n;
+  std::vector<Request*> owners;
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const Sequence& seq = *plan.scheduled[i].seq;
+    if (seq.params.prompt_logprobs < 0) continue;
+    Request& request = requests_.at(seq.id);
+    // Row p predicts prompt token p + 1; a recomputed (preempted) prompt adds nothing twice.
+    const int64_t start = seq.num_computed_tokens;
+    const int64_t from = std::max(start, static_cast<int64_t>(request.prompt_logprobs.size()));
+    const int64_t to = std::min(start + plan.scheduled[i].num_new_tokens, seq.num_prompt_tokens - 1);
+    for (int64_t p = from; p < to; ++p) {
+      rows.push_back(input.query_start[i] + p - start);
+      tokens.push_back(seq.tokens[p + 1]);
+      top_n.push_back(seq.params.prompt_logprobs);
+      owners.push_back(&request);
+    }
+  }
+  if (rows.empty()) return;
+  auto logits = runner_.target_logits(at::tensor(rows, at::kLong).to(runner_.device()));
+  auto entries = token_logprobs(logits, tokens, top_n);
+  for (size_t r = 0; r < entries.size(); ++r) owners[r]->prompt_logprobs.push_back(std::move(entries[r]));
 }
 
 void Engine::record_verification(Request& request, int64_t drafts, int64_t accepted) {

@@ -78,6 +78,8 @@ class Engine {
     uint64_t seed;
     SpecCounters spec;
     std::vector<int64_t> forced_drafts;
+    std::vector<TokenLogprobs> prompt_logprobs;  // for prompt tokens 1.., gathered chunk by chunk
+    bool prompt_logprobs_sent = false;
   };
 
   void loop();
@@ -85,6 +87,8 @@ class Engine {
   void step();
   // Samples (or verifies the drafts of) every scheduled sequence with samples this step.
   std::vector<SampledSequence> sample(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits);
+  // Prompt logprobs of the prompt positions this step's prefill chunks computed (first time only).
+  void gather_prompt_logprobs(const SchedulerOutput& plan, const StepInput& input);
   void record_verification(Request& request, int64_t drafts, int64_t accepted);
   void draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs);
   int64_t draft_budget(const Sequence& seq) const;

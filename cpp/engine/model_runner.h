@@ -28,6 +28,9 @@ class ModelRunner {
   //   input's token ids are placeholders. Returns the next drafts like kMtpFill.
   at::Tensor run(StepKind kind, const StepInput& input, const std::vector<int64_t>& rows = {});
 
+  // Logits of `rows` of the last target forward (rank 0 alone: no collective is announced).
+  at::Tensor target_logits(const at::Tensor& rows) const { return target_.logits(target_hidden_.index_select(0, rows)); }
+
   const at::Device& device() const { return device_; }
   bool has_mtp() const { return mtp_ != nullptr; }
 

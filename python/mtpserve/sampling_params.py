@@ -36,6 +36,7 @@ class SamplingParams:
     stop_token_ids: list[int] | None = field(default=None)  # normalised to a list
     ignore_eos: bool = False
     logprobs: int | None = None  # top-n logprobs per output token, besides the chosen token's
+    prompt_logprobs: int | None = None  # the same for each prompt token (computed in the prefill)
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
 
@@ -74,8 +75,10 @@ class SamplingParams:
             bad("max_tokens", "an int > 0")
         if self.max_tokens > _INT64_MAX:
             bad("max_tokens", f"<= {_INT64_MAX}")
-        if self.logprobs is not None and (not _is_int(self.logprobs) or not 0 <= self.logprobs <= MAX_LOGPROBS):
-            bad("logprobs", f"None or an int in 0..{MAX_LOGPROBS}")
+        for name in ("logprobs", "prompt_logprobs"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or not 0 <= value <= MAX_LOGPROBS):
+                bad(name, f"None or an int in 0..{MAX_LOGPROBS}")
 
         stop = [] if self.stop is None else [self.stop] if isinstance(self.stop, str) else self.stop
         if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop):
@@ -112,4 +115,5 @@ class SamplingParams:
         p.stop_token_ids = list(self.stop_token_ids)
         p.ignore_eos = self.ignore_eos
         p.logprobs = -1 if self.logprobs is None else self.logprobs
+        p.prompt_logprobs = -1 if self.prompt_logprobs is None else self.prompt_logprobs
         return p

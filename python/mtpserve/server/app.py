@@ -18,8 +18,8 @@ from mtpserve.server.auth import ApiKeyMiddleware, BodySizeLimitMiddleware
 from mtpserve.server.choices import Prompt, Sample, Samples
 from mtpserve.server.errors import APIError, error_body, install_error_handlers
 from mtpserve.server.metrics import ServerMetrics
-from mtpserve.server.protocol import (ChatCompletionRequest, CompletionRequest, chat_logprobs,
-                                      completion_logprobs, usage)
+from mtpserve.server.protocol import (ChatCompletionRequest, CompletionRequest, chat_logprobs, completion_logprobs,
+                                      echo_logprobs, joined_logprobs, usage)
 from mtpserve.server.sse import DONE, SSEResponse, sse, unless_disconnected
 
 # health() returns True, or False / (False, reason) when the server must not take requests.
@@ -175,11 +175,12 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
                 raise APIError(500, f"generation failed: {s.state.error}")
         return samples.chosen()
 
-    def total_usage(samples: Samples, chosen: list[Sample]) -> dict:
-        """Each prompt counts once (its first sample's cache hit); every returned choice's tokens count."""
+    def total_usage(samples: Samples, chosen: list[Sample], generated: bool = True) -> dict:
+        """Each prompt counts once (its first sample's cache hit); every returned choice's tokens count
+        (none when the generated ones are not returned)."""
         leaders = samples.samples[::samples.per_prompt]
         return usage(sum(len(p.token_ids) for p in samples.prompts),
-                     sum(len(s.state.token_ids) for s in chosen if s.state),
+                     sum(len(s.state.token_ids) for s in chosen if s.state) if generated else 0,
                      sum(s.state.metrics.num_cached_tokens for s in leaders))
 
     @app.post("/v1/completions")
@@ -191,43 +192,67 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
         request_id = f"cmpl-{uuid.uuid4().hex}"
         samples = start(prompts, body, "prompt", request_id)
         model, created_at = body.model or served_model_name, int(time.time())
-        want_logprobs = body.logprobs is not None
+        want_logprobs, echo_only = body.logprobs is not None, body.echo_only
 
         def chunk(choices: list, **extra) -> dict:
             return {"id": request_id, "object": "text_completion", "created": created_at, "model": model,
                     "choices": choices, **extra}
 
+        def decode(token: int) -> str:
+            return engine.tokenizer.decode([token], skip_special_tokens=False)
+
+        def piece(sample: Sample, text: str, token_ids: list[int], entries, offset: int, first: bool):
+            """(text, logprobs, text offset after them) of a choice or of a streamed piece of it; the
+            first piece carries the echoed prompt."""
+            if echo_only:
+                text, token_ids, entries = "", [], []
+            logprobs = None
+            if first and body.echo:
+                prompt = samples.prompts[sample.prompt_index]
+                text = (prompt.text if prompt.text is not None else engine.tokenizer.decode(prompt.token_ids)) + text
+                if want_logprobs:
+                    logprobs = echo_logprobs(prompt.token_ids, sample.state.prompt_logprobs, decode)
+                    offset = logprobs["text_offset"][-1] + len(logprobs["tokens"][-1])
+            if want_logprobs:
+                mine = completion_logprobs(token_ids, entries, offset)
+                logprobs = joined_logprobs(logprobs, mine) if logprobs else mine
+                offset += sum(len(t) for t in mine["tokens"])
+            return text, logprobs, offset
+
+        def finish(s) -> tuple[str | None, int | str | None]:
+            return ("length", None) if echo_only else (s.finish_reason, s.stop_reason)
+
         if not body.stream:
             chosen = await complete(raw, samples)
             if isinstance(chosen, Response):
                 return chosen
-            choices = [{"index": i, "text": s.state.text, "finish_reason": s.state.finish_reason,
-                        "stop_reason": s.state.stop_reason,
-                        "logprobs": completion_logprobs(s.state.token_ids, s.state.logprobs) if want_logprobs else None}
-                       for i, s in enumerate(chosen)]
-            return chunk(choices, usage=total_usage(samples, chosen))
+            choices = []
+            for i, s in enumerate(chosen):
+                text, logprobs, _ = piece(s, s.state.text, s.state.token_ids, s.state.logprobs, 0, True)
+                reason, stop_reason = finish(s.state)
+                choices.append({"index": i, "text": text, "finish_reason": reason, "stop_reason": stop_reason,
+                                "logprobs": logprobs})
+            return chunk(choices, usage=total_usage(samples, chosen, not echo_only))
 
         include_usage = body.include_usage
 
         async def events():
-            offsets: dict[int, int] = {}
+            offsets: dict[int, int] = {}  # per choice: text offset of its next token; absent before its first piece
             async for sample, d in samples.deltas():
                 s, index = d.state, samples.choice_index(sample)
                 if s.error:
                     yield sse(error_body(f"generation failed: {s.error}", "server_error"))
                     break
-                if not (d.text or d.finished or (want_logprobs and d.token_ids)):
+                if echo_only and not d.finished or not (d.text or d.finished or (want_logprobs and d.token_ids)):
                     continue
-                logprobs = None
-                if want_logprobs:
-                    logprobs = completion_logprobs(d.token_ids, d.logprobs, offsets.get(index, 0))
-                    offsets[index] = offsets.get(index, 0) + sum(len(t) for t in logprobs["tokens"])
-                choice = {"index": index, "text": d.text, "logprobs": logprobs,
-                          "finish_reason": s.finish_reason if d.finished else None,
-                          "stop_reason": s.stop_reason if d.finished else None}
+                text, logprobs, offsets[index] = piece(sample, d.text, d.token_ids, d.logprobs,
+                                                       offsets.get(index, 0), index not in offsets)
+                reason, stop_reason = finish(s) if d.finished else (None, None)
+                choice = {"index": index, "text": text, "logprobs": logprobs, "finish_reason": reason,
+                          "stop_reason": stop_reason}
                 yield sse(chunk([choice], **({"usage": None} if include_usage else {})))
             if include_usage:
-                yield sse(chunk([], usage=total_usage(samples, samples.chosen())))
+                yield sse(chunk([], usage=total_usage(samples, samples.chosen(), not echo_only)))
             yield DONE
 
         return SSEResponse(events(), on_close=samples.close)

@@ -129,14 +129,21 @@ class CompletionRequest(_SamplingRequest):
                 raise APIError(400, f"the prompt is empty{where}", param="prompt")
         return batch
 
+    @property
+    def echo_only(self) -> bool:
+        """echo with max_tokens 0: the prompt (and its logprobs) and nothing generated."""
+        return self.echo and self.max_tokens == 0
+
     def sampling_params(self, default_max_tokens: int) -> SamplingParams:
         self._check_common()
-        if self.echo:
-            raise APIError(400, "echo is not supported", param="echo")
         if self.suffix:
             raise APIError(400, "suffix is not supported", param="suffix")
-        return self._sampling_params(default_max_tokens if self.max_tokens is None else self.max_tokens,
-                                     self.logprobs)
+        # The engine always generates: echo_only runs one token, and the response leaves it out.
+        max_tokens = 1 if self.echo_only else default_max_tokens if self.max_tokens is None else self.max_tokens
+        params = self._sampling_params(max_tokens, self.logprobs)
+        if self.echo and self.logprobs is not None:
+            params.prompt_logprobs = self.logprobs
+        return params
 
 
 class ChatCompletionRequest(_SamplingRequest):
@@ -197,6 +204,18 @@ def completion_logprobs(token_ids: list[int], entries: list[dict[int, Logprob]],
         out["text_offset"].append(text_offset)
         text_offset += len(text)
     return out
+
+
+def echo_logprobs(prompt_ids: list[int], entries: list[dict[int, Logprob] | None], decode) -> dict:
+    """The prompt's part of echoed /v1/completions logprobs; its first token has none (null)."""
+    first = decode(prompt_ids[0])
+    rest = completion_logprobs(prompt_ids[1:], entries[1:], len(first))
+    return {"tokens": [first] + rest["tokens"], "token_logprobs": [None] + rest["token_logprobs"],
+            "top_logprobs": [None] + rest["top_logprobs"], "text_offset": [0] + rest["text_offset"]}
+
+
+def joined_logprobs(first: dict, second: dict) -> dict:
+    return {key: first[key] + second[key] for key in first}
 
 
 def chat_logprobs(token_ids: list[int], entries: list[dict[int, Logprob]], top_n: int) -> dict:
