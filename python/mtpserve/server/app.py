@@ -12,6 +12,7 @@ from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from mtpserve import __version__
+from mtpserve import tool_calls
 from mtpserve.sampling_params import SamplingParams
 from mtpserve.server.async_engine import AsyncEngine, Draining, Overloaded, RequestRefused, RequestStream
 from mtpserve.server.auth import ApiKeyMiddleware, BodySizeLimitMiddleware
@@ -262,7 +263,8 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
         check_model(body.model)
         precheck()
         try:
-            text = await engine.run_off_loop(engine.tokenizer.apply_chat_template, body.messages, True)
+            text = await engine.run_off_loop(engine.tokenizer.apply_chat_template, body.messages, True,
+                                             body.active_tools)
         except (ValueError, TemplateError) as e:
             raise APIError(400, str(e), param="messages") from None
         ids = await tokenize(text, "messages", add_special_tokens=False)
@@ -270,6 +272,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
         samples = start([Prompt(ids, text)], body, "messages", request_id)
         model, created_at = body.model or served_model_name, int(time.time())
         top_n = (body.top_logprobs or 0) if body.logprobs else None
+        parse_calls = body.active_tools is not None
 
         def chunk(object_: str, choices: list, **extra) -> dict:
             return {"id": request_id, "object": object_, "created": created_at, "model": model,
@@ -279,11 +282,17 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
             chosen = await complete(raw, samples)
             if isinstance(chosen, Response):
                 return chosen
-            choices = [{"index": i, "message": {"role": "assistant", "content": s.state.text},
-                        "logprobs": chat_logprobs(s.state.token_ids, s.state.logprobs, top_n)
-                        if top_n is not None else None,
-                        "finish_reason": s.state.finish_reason, "stop_reason": s.state.stop_reason}
-                       for i, s in enumerate(chosen)]
+            choices = []
+            for i, s in enumerate(chosen):
+                content, calls = tool_calls.parse(s.state.text) if parse_calls else (s.state.text, [])
+                message = {"role": "assistant", "content": content or None if calls else content}
+                if calls:
+                    message["tool_calls"] = [c.openai() for c in calls]
+                choices.append({"index": i, "message": message,
+                                "logprobs": chat_logprobs(s.state.token_ids, s.state.logprobs, top_n)
+                                if top_n is not None else None,
+                                "finish_reason": "tool_calls" if calls else s.state.finish_reason,
+                                "stop_reason": s.state.stop_reason})
             return chunk("chat.completion", choices, usage=total_usage(samples, chosen))
 
         include_usage = body.include_usage
@@ -291,6 +300,8 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
 
         async def events():
             role_sent: set[int] = set()  # the role rides on each choice's first token
+            parsers: dict[int, tool_calls.StreamParser] = {}
+            num_calls: dict[int, int] = {}
             async for sample, d in samples.deltas():
                 s, index = d.state, samples.choice_index(sample)
                 if s.error:
@@ -298,13 +309,22 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
                     break
                 if not (d.text or d.finished or (top_n is not None and d.token_ids)):
                     continue
-                delta = {"content": d.text} if d.text or index not in role_sent else {}
+                text, calls = d.text, []
+                if parse_calls:
+                    text, calls = parsers.setdefault(index, tool_calls.StreamParser()).feed(d.text, d.finished)
+                delta = {"content": text} if text or index not in role_sent else {}
+                if calls:
+                    first = num_calls.get(index, 0)
+                    delta["tool_calls"] = [c.openai(first + j) for j, c in enumerate(calls)]
+                    num_calls[index] = first + len(calls)
                 if index not in role_sent:
                     delta = {"role": "assistant", **delta}
                     role_sent.add(index)
                 choice = {"index": index, "delta": delta,
                           "logprobs": chat_logprobs(d.token_ids, d.logprobs, top_n) if top_n is not None else None,
-                          "finish_reason": s.finish_reason if d.finished else None}
+                          "finish_reason": None}
+                if d.finished:
+                    choice["finish_reason"] = "tool_calls" if num_calls.get(index) else s.finish_reason
                 if d.finished:
                     choice["stop_reason"] = s.stop_reason
                 yield sse(chunk("chat.completion.chunk", [choice], **extra))

@@ -151,17 +151,33 @@ class ChatCompletionRequest(_SamplingRequest):
     max_completion_tokens: int | None = None
     logprobs: bool = False
     top_logprobs: int | None = None
-    tools: list[Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
 
     @property
     def requested_max_tokens(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
 
+    @property
+    def active_tools(self) -> list[dict] | None:
+        """The tools the model is offered (tool_choice "none" offers none)."""
+        return self.tools if self.tools and self.tool_choice != "none" else None
+
+    def _check_tools(self) -> None:
+        for i, tool in enumerate(self.tools or []):
+            function = tool.get("function")
+            if tool.get("type") != "function" or not isinstance(function, dict) or not isinstance(
+                    function.get("name"), str) or not function["name"]:
+                raise APIError(400, f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ..., "
+                                    f"'description': ..., 'parameters': ...}}}}", param="tools")
+        if self.tool_choice not in (None, "auto", "none"):
+            raise APIError(400, "tool_choice must be 'auto' or 'none' (forcing a call needs a grammar, "
+                                "which is not supported yet)", param="tool_choice")
+
     def sampling_params(self, default_max_tokens: int) -> SamplingParams:
         self._check_common()
-        if self.tools:
-            raise APIError(400, "tools are not supported", param="tools")
+        self._check_tools()
         if self.response_format and self.response_format.get("type", "text") != "text":
             raise APIError(400, "only response_format {'type': 'text'} is supported", param="response_format")
         if self.top_logprobs is not None and not self.logprobs:
