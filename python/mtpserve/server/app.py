@@ -285,7 +285,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
             choices = []
             for i, s in enumerate(chosen):
                 content, calls = tool_calls.parse(s.state.text) if parse_calls else (s.state.text, [])
-                message = {"role": "assistant", "content": content or None if calls else content}
+                message = {"role": "assistant", "content": (content or None) if calls else content}
                 if calls:
                     message["tool_calls"] = [c.openai() for c in calls]
                 choices.append({"index": i, "message": message,
