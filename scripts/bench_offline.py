@@ -55,30 +55,38 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--batch-invariant", choices=("off", "on", "both"), default="off",
                         help="engine --batch_invariant; both: each k with the mode off and on, side by side")
+    parser.add_argument("--graphs", choices=("off", "on", "both"), default="on",
+                        help="engine --enable_graph (GPUs only); both: each k with graphs off and on")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--plot", default=None, help="write a tokens/s bar chart (PNG) here")
     args = parser.parse_args()
     results = []
-    modes = {"off": [False], "on": [True], "both": [False, True]}[args.batch_invariant]
+    choices = {"off": [False], "on": [True], "both": [False, True]}
+    modes, graph_modes = choices[args.batch_invariant], choices[args.graphs]
     for k in args.ks:
         for invariant in modes:
-            llm = LLM(args.model, devices=args.devices, dtype=args.dtype, num_speculative_tokens=k,
-                      max_cache_blocks=512, batch_invariant=invariant)
-            for batch in args.batch_sizes:
-                r = {"k": k, "batch_invariant": invariant, **run(llm, batch, args.max_tokens)}
-                results.append(r)
-                print(json.dumps(r), flush=True)
-            llm.shutdown()
+            for graphs in graph_modes:
+                llm = LLM(args.model, devices=args.devices, dtype=args.dtype, num_speculative_tokens=k,
+                          max_cache_blocks=512, batch_invariant=invariant, enable_graph=graphs)
+                for batch in args.batch_sizes:
+                    r = {"k": k, "batch_invariant": invariant, "graphs": graphs,
+                         "graphs_captured": llm.core.engine.num_graphs(), **run(llm, batch, args.max_tokens)}
+                    results.append(r)
+                    print(json.dumps(r), flush=True)
+                llm.shutdown()
     device = llm.core.args.device
     info = {"device": torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu",
             "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "dtype": args.dtype, "max_tokens": args.max_tokens}
     for invariant in modes:
-        if len(modes) > 1:
-            print(f"\nbatch_invariant={invariant}")
-        print(markdown_table([r for r in results if r["batch_invariant"] == invariant]))
+        for graphs in graph_modes:
+            if len(modes) > 1 or len(graph_modes) > 1:
+                print(f"\nbatch_invariant={invariant} graphs={graphs}")
+            print(markdown_table([r for r in results if (r["batch_invariant"], r["graphs"]) == (invariant, graphs)]))
     if len(modes) > 1:
-        print("\n" + side_by_side(results))
+        print("\n" + side_by_side(results, "batch_invariant", "batch-invariant"))
+    if len(graph_modes) > 1:
+        print("\n" + side_by_side(results, "graphs", "CUDA graphs"))
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"machine": info, "results": results}, f, indent=1)
@@ -87,28 +95,35 @@ def main() -> None:
 
 
 def markdown_table(results: list[dict]) -> str:
-    """Tokens/s with the speedup over k = 0 at the same batch size, and the measured step costs."""
-    base = {r["batch"]: r["tokens_per_s"] for r in results if r["k"] == 0}
+    """Tokens/s with the speedup over k = 0 at the same batch size, the step costs the engine measured
+    (device time of the target step and of drafting, CUDA events on a GPU), and MTP's ideal speedup
+    from them: mean acceptance length x t(k = 0 step) / (t(verify step) + t(drafting))."""
+    base = {r["batch"]: r for r in results if r["k"] == 0}
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     lines = ["| k | batch | tokens/s | speedup vs k=0 | acceptance rate | mean acceptance length | "
-             "target ms/step | draft ms/step | draft/target cost |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "target ms/step | draft ms/step | ideal speedup | speedup / ideal |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        speedup = r["tokens_per_s"] / base[r["batch"]] if r["batch"] in base else None
-        ratio = r["draft_ms_per_step"] / r["target_ms_per_step"]
+        b = base.get(r["batch"])
+        speedup = r["tokens_per_s"] / b["tokens_per_s"] if b else None
+        ideal = None
+        if b and r["mean_acceptance_length"]:
+            ideal = r["mean_acceptance_length"] * b["target_ms_per_step"] / (
+                r["target_ms_per_step"] + r["draft_ms_per_step"])
         lines.append(f"| {r['k']} | {r['batch']} | {r['tokens_per_s']:.0f} | {fmt(speedup, '.2f')} | "
                      f"{fmt(r['acceptance_rate'], '.3f')} | {fmt(r['mean_acceptance_length'], '.2f')} | "
-                     f"{r['target_ms_per_step']:.2f} | {r['draft_ms_per_step']:.2f} | {ratio:.2f} |")
+                     f"{r['target_ms_per_step']:.3f} | {r['draft_ms_per_step']:.3f} | {fmt(ideal, '.2f')} | "
+                     f"{fmt(speedup / ideal if ideal else None, '.2f')} |")
     return "\n".join(lines)
 
 
-def side_by_side(results: list[dict]) -> str:
-    """Tokens/s with --batch_invariant off and on, measured in one run."""
-    by = {(r["k"], r["batch"], r["batch_invariant"]): r["tokens_per_s"] for r in results}
-    lines = ["| k | batch | tokens/s, mode off | tokens/s, batch-invariant | cost of the mode |", "|---|---|---|---|---|"]
+def side_by_side(results: list[dict], flag: str, name: str) -> str:
+    """Tokens/s with an engine flag off and on, measured in one run."""
+    by = {(r["k"], r["batch"], r[flag]): r["tokens_per_s"] for r in results}
+    lines = [f"| k | batch | tokens/s, off | tokens/s, {name} | on / off |", "|---|---|---|---|---|"]
     for k, batch in sorted({(r["k"], r["batch"]) for r in results}):
         off, on = by[k, batch, False], by[k, batch, True]
-        lines.append(f"| {k} | {batch} | {off:.0f} | {on:.0f} | {1 - on / off:+.0%} |")
+        lines.append(f"| {k} | {batch} | {off:.0f} | {on:.0f} | {on / off:.2f} |")
     return "\n".join(lines)
 
 

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Run on the lent GPU machine (device tool, carry .whl): builds mtpserve with its CUDA kernels against that
 # machine's torch (no build isolation, nothing downloaded), then runs the stages named in $STAGES
-# (default: all of them) and leaves everything in $OUT:
+# (default: all of them; TESTS narrows the test stage to some files) and leaves everything in $OUT:
 #   test      the GPU test suite: every test marked `cuda` (kernels against their CPU references, parity
 #             with transformers on the GPU, greedy MTP vs no MTP, device sampling, serving from the GPU)
 #   sanitize  compute-sanitizer memcheck over the CUDA kernel tests
 #   bench     the attention and MoE kernel benchmarks (JSON + tables)
 #   rate      the bf16 divergence rate of greedy MTP vs k = 0 on the GPU (scripts/mtp_divergence.py)
-#   offline   offline decode tokens/s with MTP k = 0..3 on the GPU (scripts/bench_offline.py), bf16
+#   offline   offline decode tokens/s with MTP k = 0..3, CUDA graphs off and on (scripts/bench_offline.py), bf16
+#   versus    mtpserve vs transformers' generate on the same GPU (scripts/bench_vs_transformers.py)
 #   profile   Nsight Compute on one fused verify attention launch (B = 64, k = 3, context 8192)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/mtpserve-gpu}
 mkdir -p "$out"
-stages=${STAGES:-test sanitize bench rate offline profile}
+stages=${STAGES:-test sanitize bench rate offline versus profile}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PATH=/usr/local/cuda/bin:$PATH CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
 if compgen -G ".whl/*.whl" > /dev/null; then
@@ -35,7 +36,7 @@ status=0
 for stage in $stages; do
   case $stage in
     test)
-      timeout 400 python3 -m pytest -q -p no:cacheprovider -m cuda -rfE -s tests/ > "$out/pytest.log" 2>&1 || status=1
+      timeout 400 python3 -m pytest -q -p no:cacheprovider -m cuda -rfE -s ${TESTS:-tests/} > "$out/pytest.log" 2>&1 || status=1
       grep -E "passed|failed|error|diverged" "$out/pytest.log" | tail -25 ;;
     sanitize)
       timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -p no:cacheprovider -x \
@@ -49,8 +50,10 @@ for stage in $stages; do
       timeout 240 python3 scripts/mtp_divergence.py --devices cuda:0 --dtype bfloat16 --out "$out" 2>&1 | tail -8 \
         || status=1 ;;
     offline)
-      timeout 240 python3 scripts/bench_offline.py --devices cuda:0 --dtype bfloat16 --ks 0 1 2 3 \
-        --batch-sizes 1 8 32 --out "$out/offline_gpu.json" --plot "$out/offline_gpu.png" 2>&1 | tail -14 || status=1 ;;
+      timeout 300 python3 scripts/bench_offline.py --devices cuda:0 --dtype bfloat16 --ks 0 1 2 3 --graphs both \
+        --batch-sizes 1 8 32 --out "$out/offline_gpu.json" --plot "$out/offline_gpu.png" 2>&1 | tail -40 || status=1 ;;
+    versus)
+      timeout 400 python3 scripts/bench_vs_transformers.py --out "$out" 2>&1 | grep -v '^{' | tail -40 || status=1 ;;
     profile)
       timeout 240 ncu --clock-control none --kernel-name regex:mla_attention_mma --launch-skip 3 --launch-count 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \

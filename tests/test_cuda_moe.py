@@ -1,6 +1,7 @@
 """The CUDA MoE kernels (marker cuda) against the CPU kernels of the same interface: noaux_tc routing on
 DeepSeek-V3's dims and the tiny model's with a random non-zero correction bias, and the routed experts
-in bf16 (grouped GEMMs), fp16 and fp32 (every expert), including skewed routing and 1 and 300 tokens."""
+in bf16 (expert GEMVs up to 16 assignments, grouped GEMMs beyond), fp16 and fp32 (every expert), including
+skewed routing and 1 and 300 tokens."""
 import pytest
 import torch
 
@@ -145,3 +146,15 @@ def test_routing_then_experts_end_to_end():
                                  n_group, topk_group, top_k, True, 2.5)
         outs.append(_C.moe_experts(x.to(device), gate_up.to(device), down.to(device), w, e).cpu())
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-5)
+
+
+def test_expert_gemvs_give_each_token_the_same_bits_in_any_batch():
+    # Up to 16 assignments the experts run as per-row GEMVs: a token's result is its own, whatever
+    # else is in the step (1 token vs 4 tokens x top-4).
+    gate_up, down = (t.cuda() for t in expert_weights(16, 80, 24, torch.bfloat16, seed=17))
+    x = torch.randn(4, 80, generator=gen(18)).bfloat16().cuda()
+    weights, chosen = (t.cuda() for t in random_routing(4, 16, 4, seed=19))
+    together = _C.moe_experts(x, gate_up, down, weights, chosen)
+    for t in range(4):
+        alone = _C.moe_experts(x[t:t + 1], gate_up, down, weights[t:t + 1], chosen[t:t + 1])
+        assert torch.equal(alone, together[t:t + 1])

@@ -8,6 +8,7 @@ that requests stay queued exactly as long as the test wants (no timing)."""
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import socket
 import threading
@@ -49,6 +50,9 @@ class StuckEngine:
     def get_outputs(self, timeout_s):
         time.sleep(min(timeout_s, 0.05))
         return []
+
+    def error(self):
+        return None
 
     def stats(self):
         spec = SimpleNamespace(drafts=0, draft_tokens=0, accepted_tokens=0, accepted_per_position=[])
@@ -101,8 +105,13 @@ def test_admission_control_refuses_past_max_queue_len(stuck):
     with openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0) as oai:
         with pytest.raises(openai.InternalServerError):  # the openai client sees a 503
             oai.completions.create(model="m", prompt="x", max_tokens=2)
+    # Refused before its body is read: the server answers although the body never comes.
+    with socket.create_connection(("127.0.0.1", int(s.url.rsplit(":", 1)[1])), timeout=30) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                     b"content-length: 1000\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 503 ")
     metrics = httpx.get(s.url + "/metrics").text
-    assert 'mtpserve:request_rejected_total{model_name="m",reason="queue_len"} 2.0' in metrics
+    assert 'mtpserve:request_rejected_total{model_name="m",reason="queue_len"} 3.0' in metrics
     assert httpx.get(s.url + "/health").status_code == 200  # full is not unhealthy
     s.engine.fail_open("test over")
     for t in threads:
@@ -131,6 +140,20 @@ def test_request_timeout_aborts_and_frees_the_request(stuck):
         events = [line for line in r.iter_lines() if line.startswith("data: ")]
     assert "did not finish within 0.5 s" in events[-2] and events[-1] == "data: [DONE]"
     s.fake.wait_for(lambda: len(s.fake.aborted) == 2)
+
+
+def test_a_client_leaving_before_its_whole_answer_is_no_server_error(stuck, caplog):
+    s = stuck()
+    with caplog.at_level(logging.ERROR, logger="mtpserve.server"):
+        with socket.create_connection(("127.0.0.1", int(s.url.rsplit(":", 1)[1]))) as sock:
+            body = json.dumps({"prompt": "hi", "max_tokens": 4}).encode()
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                         b"content-length: %d\r\n\r\n%s" % (len(body), body))
+            s.fake.wait_for(lambda: len(s.fake.added) == 1)
+        s.fake.wait_for(lambda: s.fake.aborted == s.fake.added)  # the disconnect aborted it in the engine
+        # Answered on a later turn of the event loop than the one that ended the request above.
+        assert httpx.get(s.url + "/health", timeout=30).status_code == 200
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
 
 
 @pytest.fixture(scope="module")

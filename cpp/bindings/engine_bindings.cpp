@@ -64,7 +64,9 @@ void bind_engine(py::module_& m) {
       .def_readwrite("max_model_len", &EngineConfig::max_model_len)
       .def_readwrite("eos_token_ids", &EngineConfig::eos_token_ids)
       .def_readwrite("seed", &EngineConfig::seed)
-      .def_readwrite("num_speculative_tokens", &EngineConfig::num_speculative_tokens);
+      .def_readwrite("num_speculative_tokens", &EngineConfig::num_speculative_tokens)
+      .def_readwrite("enable_graph", &EngineConfig::enable_graph)
+      .def_readwrite("graph_max_batch", &EngineConfig::graph_max_batch);
   py::class_<Engine>(m, "Engine")
       .def(py::init([](EngineConfig config, const DeepSeekV3& target, std::vector<at::Tensor> caches,
                        const MtpLayer* mtp, std::optional<at::Tensor> mtp_cache) {
@@ -78,8 +80,11 @@ void bind_engine(py::module_& m) {
       .def("abort", &Engine::abort, py::arg("request_id"))
       .def("override_drafts", &Engine::override_drafts, py::arg("request_id"), py::arg("future_outputs"),
            "Tests only: draft future_outputs[n:n+k] at output index n instead of the MTP layer's argmax.")
+      .def("inject_fault_after", &Engine::inject_fault_after, py::arg("steps"),
+           "Tests only: after `steps` more steps, the next one throws midway, as a failing kernel would.")
       .def("get_outputs", &Engine::get_outputs, py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
       .def("stats", &Engine::stats)
+      .def("num_graphs", &Engine::num_graphs, "Graphs captured at start-up (0 where the device has none).")
       .def("fail", &Engine::fail, py::arg("reason"),
            "Marks the engine failed (a rank died): open requests end with `reason`, new ones are refused.")
       .def("error", &Engine::error, "Why the engine failed, or None.")

@@ -1,7 +1,7 @@
 #pragma once
 // Step plans from rank 0's engine to the tensor-parallel workers: every forward rank 0 runs
 // (target step, MTP fill, each MTP recursion) is announced as one int64 message over the
-// process group (a 3-value header broadcast, then the payload), so that every rank runs the same
+// process group (a 2-value header broadcast, then the payload), so that every rank runs the same
 // forward and its collectives line up.
 #include <cstdint>
 #include <span>
@@ -14,19 +14,17 @@ namespace mtpserve {
 enum class StepKind : int64_t {
   kShutdown = 0,
   kTarget = 1,    // payload: StepInput::wire
-  kMtpFill = 2,   // payload: StepInput::wire ++ rows of the last target hidden states to feed
-  kMtpDraft = 3,  // payload: StepInput::wire ++ rows of the last MTP output hidden states to feed
+  kMtpFill = 2,   // payload: StepInput::wire; its source rows index the last target hidden states
+  kMtpDraft = 3,  // payload: StepInput::wire; its source rows index the last MTP outputs
 };
 
 struct StepMessage {
   StepKind kind = StepKind::kShutdown;
   std::vector<int64_t> wire;
-  std::vector<int64_t> rows;
 };
 
 // Rank 0: announces one forward.
-void send_step(const TensorParallel& tp, StepKind kind, std::span<const int64_t> wire = {},
-               std::span<const int64_t> rows = {});
+void send_step(const TensorParallel& tp, StepKind kind, std::span<const int64_t> wire = {});
 // Ranks 1..N-1: waits for rank 0's next message.
 StepMessage receive_step(const TensorParallel& tp);
 

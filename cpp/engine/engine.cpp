@@ -9,17 +9,11 @@
 #include "dist/step_broadcast.h"
 #include "engine/prompt_logprobs.h"
 #include "engine/step_input.h"
+#include "kernels/kernel_ops.h"
 
 namespace mtpserve {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point& start) {
-  const auto now = std::chrono::steady_clock::now();
-  const double s = std::chrono::duration<double>(now - start).count();
-  start = now;
-  return s;
-}
 
 const char* reason_name(FinishReason reason) {
   switch (reason) {
@@ -53,7 +47,9 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
       scheduler_(config_.scheduler, blocks_),
       runner_(target, std::move(caches), config_.num_speculative_tokens > 0 ? mtp : nullptr, std::move(mtp_cache)),
       sampler_(runner_.device()),
-      seeds_(config_.seed) {
+      seeds_(config_.seed),
+      target_timer_(kernels::ops_for(runner_.device()).make_step_timer()),
+      draft_timer_(kernels::ops_for(runner_.device()).make_step_timer()) {
   if (tp_.enabled() && tp_.rank() != 0) {
     throw std::invalid_argument("the Engine runs on tensor-parallel rank 0; ranks 1..N-1 run a Worker");
   }
@@ -62,6 +58,7 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
     if (!runner_.has_mtp()) throw std::invalid_argument("num_speculative_tokens > 0 needs an MTP layer and its cache");
     drafter_.emplace(runner_, config_.block_size);
   }
+  if (config_.enable_graph) runner_.capture_graphs(graph_plan());
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -126,6 +123,15 @@ void Engine::abort(const std::string& id) {
 void Engine::override_drafts(const std::string& id, std::vector<int64_t> future_outputs) {
   std::lock_guard lock(inbox_mutex_);
   overrides_.emplace_back(id, std::move(future_outputs));
+}
+
+void Engine::inject_fault_after(int64_t steps) { fault_after_.store(steps); }
+
+bool Engine::fault_due() {
+  int64_t left = fault_after_.load();
+  while (left >= 0 && !fault_after_.compare_exchange_weak(left, left - 1)) {
+  }
+  return left == 0;
 }
 
 std::vector<RequestOutput> Engine::get_outputs(double timeout_s) {
@@ -243,11 +249,13 @@ void Engine::step() {
   }
   if (plan.empty()) return;
   try {
-    auto clock = std::chrono::steady_clock::now();
-    StepInput input = build_step_input(plan.scheduled, config_.block_size, runner_.device());
-    at::Tensor logits = runner_.run(StepKind::kTarget, input);
-    const double target_time = seconds_since(clock);
+    StepInput input = build_step_input(plan.scheduled, config_.block_size, decode_shape(plan));
+    target_timer_->start();
+    at::Tensor logits = runner_.run_target(input);
+    target_timer_->stop();
     gather_prompt_logprobs(plan, input);
+    if (fault_due()) throw std::runtime_error("injected fault (Engine::inject_fault_after, tests only)");
+    const auto launched = std::chrono::steady_clock::now();
     std::vector<SampledSequence> sampled = sample(input, plan, logits);
 
     std::vector<RequestOutput> outputs;
@@ -286,13 +294,17 @@ void Engine::step() {
       }
       outputs.push_back(std::move(out));
     }
-    const double sample_time = seconds_since(clock);
-    if (drafter_) draft(plan, input, first_pairs);
+    const double sample_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count();
+    if (drafter_) {
+      draft_timer_->start();
+      draft(plan, input, first_pairs);
+      draft_timer_->stop();
+    }
     {
       std::lock_guard lock(stats_mutex_);
-      stats_.target_seconds += target_time;
+      stats_.target_seconds += target_timer_->seconds();
       stats_.sample_seconds += sample_time;
-      stats_.draft_seconds += seconds_since(clock);
+      if (drafter_) stats_.draft_seconds += draft_timer_->seconds();
     }
     for (const auto& s : plan.scheduled) {
       if (!s.seq->is_finished()) blocks_.commit(*s.seq);
@@ -300,10 +312,14 @@ void Engine::step() {
     for (int64_t id : finished) requests_.erase(id);
     publish(std::move(outputs));
   } catch (const std::exception& e) {
-    fail_step(plan, e.what());
-    // A rank's forward failed midway (a peer died, a collective timed out): the ranks are out of
-    // step, so no further collective may be issued.
-    if (tp_.enabled()) fail(std::string("tensor-parallel step failed: ") + e.what());
+    // A step that failed midway leaves the caches and drafts half-written, and under tensor
+    // parallelism the ranks out of step (no further collective may be issued): the engine fails
+    // rather than run on. It is marked failed before the step's requests are told, so that a
+    // client that reads their error finds the engine unhealthy already.
+    const std::string reason =
+        std::string(tp_.enabled() ? "tensor-parallel step failed: " : "engine step failed: ") + e.what();
+    fail(reason);
+    fail_step(plan, reason);
   }
 }
 
@@ -379,6 +395,37 @@ void Engine::draft(const SchedulerOutput& plan, const StepInput& input, const st
     const size_t end = std::min(request.forced_drafts.size(), n + r.num_drafts);
     r.seq->draft_tokens.assign(request.forced_drafts.begin() + std::min(n, end), request.forced_drafts.begin() + end);
   }
+}
+
+GraphPlan Engine::graph_plan() const {
+  GraphPlan plan;
+  const int64_t most = std::min(config_.graph_max_batch, config_.scheduler.max_seqs_per_batch);
+  // 1, 2, 4, 8, 16, 24, 32, then steps of 16, and the most itself.
+  for (int64_t size : {1, 2, 4, 8, 16, 24}) {
+    if (size < most) plan.batch_sizes.push_back(size);
+  }
+  for (int64_t size = 32; size < most; size += 16) plan.batch_sizes.push_back(size);
+  if (most >= 1) plan.batch_sizes.push_back(most);
+  plan.num_speculative_tokens = config_.num_speculative_tokens;
+  // Padded rows may reach k positions past the last real one.
+  plan.max_context_len = config_.max_model_len + config_.num_speculative_tokens + 1;
+  plan.table_width = (plan.max_context_len + config_.block_size - 1) / config_.block_size;
+  return plan;
+}
+
+// A step of decodes only (each sequence feeds its last token and its drafts) has a graph's shape,
+// padded to the smallest captured one that holds it.
+std::optional<StepShape> Engine::decode_shape(const SchedulerOutput& plan) const {
+  int64_t rows = 0;
+  for (const auto& s : plan.scheduled) {
+    const Sequence& seq = *s.seq;
+    if (seq.num_computed_tokens != seq.num_tokens() - 1 ||
+        s.num_new_tokens != 1 + static_cast<int64_t>(seq.draft_tokens.size())) {
+      return std::nullopt;
+    }
+    rows = std::max(rows, s.num_new_tokens);
+  }
+  return runner_.target_shape(static_cast<int64_t>(plan.scheduled.size()), rows);
 }
 
 bool Engine::append_tokens(Request& request, const std::vector<int64_t>& tokens, RequestOutput& out) {

@@ -7,6 +7,7 @@
 // with the error, new ones are refused, and no collective is issued again.
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,7 @@
 #include "engine/mtp_drafter.h"
 #include "engine/request_output.h"
 #include "engine/sampler.h"
+#include "kernels/step_timer.h"
 
 namespace mtpserve {
 
@@ -35,6 +37,10 @@ struct EngineConfig {
   std::vector<int64_t> eos_token_ids;
   uint64_t seed = 0;  // seeds requests that bring no seed of their own
   int64_t num_speculative_tokens = 0;  // k MTP drafts per step; 0 disables MTP
+  // Decode steps of up to graph_max_batch sequences replay graphs captured at start-up, on devices
+  // that have them (CUDA) and a model on one rank.
+  bool enable_graph = true;
+  int64_t graph_max_batch = 256;
 };
 
 struct EngineStats {
@@ -42,7 +48,9 @@ struct EngineStats {
   double kv_usage = 0;
   uint64_t prefix_queries = 0, prefix_hits = 0;
   uint64_t prompt_tokens = 0, generation_tokens = 0, steps = 0, preemptions = 0;
-  // Cumulative seconds in the target forward, in sampling + verification, and in MTP drafting.
+  // Cumulative seconds: device time of the target forwards and of MTP drafting (CUDA events on a
+  // GPU), and host time from the target's launch until the step's tokens are known (sampling and
+  // verification, waiting for the device included).
   double target_seconds = 0, sample_seconds = 0, draft_seconds = 0;
   SpecCounters spec;
 };
@@ -62,9 +70,13 @@ class Engine {
   // Tests only: request `id` drafts future_outputs[n .. n + k) at output index n instead of the
   // MTP layer's argmax (the MTP layer still runs), to drive acceptance on purpose.
   void override_drafts(const std::string& id, std::vector<int64_t> future_outputs);
+  // Tests only: after `steps` more steps, the next one throws midway (after the target forward),
+  // as a failing kernel would, so that tests can see how a fault inside a step reaches clients.
+  void inject_fault_after(int64_t steps);
   // Outputs gathered so far, waiting up to timeout_s for the first one.
   std::vector<RequestOutput> get_outputs(double timeout_s);
   EngineStats stats() const;
+  size_t num_graphs() const { return runner_.num_graphs(); }
   // Marks the engine failed (a rank died): open requests end with `reason`, new ones are refused.
   void fail(const std::string& reason);
   // The reason the engine failed, if it has.
@@ -92,6 +104,9 @@ class Engine {
   void record_verification(Request& request, int64_t drafts, int64_t accepted);
   void draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs);
   int64_t draft_budget(const Sequence& seq) const;
+  GraphPlan graph_plan() const;
+  std::optional<StepShape> decode_shape(const SchedulerOutput& plan) const;
+  bool fault_due();
   void fail_step(const SchedulerOutput& plan, const std::string& error);
   void fail_sequence(int64_t seq_id, const std::string& error);
   void fail_all(const std::string& error);
@@ -109,10 +124,12 @@ class Engine {
   ModelRunner runner_;
   Sampler sampler_;
   std::optional<MtpDrafter> drafter_;
+  std::unique_ptr<kernels::StepTimer> target_timer_, draft_timer_;
   std::mt19937_64 seeds_;
   std::unordered_map<int64_t, Request> requests_;  // by sequence id; loop thread only
   std::unordered_map<std::string, int64_t> ids_;  // request id -> sequence id; loop thread only
   int64_t next_seq_id_ = 0;
+  std::atomic<int64_t> fault_after_{-1};  // inject_fault_after: steps left before the fault; -1: none
 
   mutable std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;

@@ -3,7 +3,10 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <stdexcept>
+
+#include "kernels/kernel_ops.h"
 
 namespace mtpserve {
 
@@ -12,6 +15,14 @@ namespace {
 // Steps with fewer tokens than this run on one intra-op thread: measured on the 2-core CI
 // machine, a fork/join across cores made decode and verify steps of up to 96 tokens slower.
 constexpr int64_t kMinTokensForThreads = 512;
+
+std::vector<const StepInput*> pointers(const std::vector<StepInput>& inputs) {
+  std::vector<const StepInput*> out;
+  for (const auto& input : inputs) out.push_back(&input);
+  return out;
+}
+
+StepKind mtp_kind(size_t forward) { return forward == 0 ? StepKind::kMtpFill : StepKind::kMtpDraft; }
 
 }  // namespace
 
@@ -26,29 +37,126 @@ ModelRunner::ModelRunner(const DeepSeekV3& target, std::vector<at::Tensor> cache
   if (mtp_ != nullptr && !mtp_cache_.defined()) throw std::invalid_argument("an MTP layer needs its latent cache");
 }
 
-at::Tensor ModelRunner::run(StepKind kind, const StepInput& input, const std::vector<int64_t>& rows) {
+at::Tensor ModelRunner::run_target(const StepInput& input) {
+  if (input.shape) {
+    const GraphKey key{input.shape->seqs, input.shape->query_len};
+    const StepInput* inputs[] = {&input};
+    auto logits = graphs_->replay(key, inputs)[0];
+    target_hidden_ = graph_hidden_;
+    last_target_graph_ = key;
+    return logits;
+  }
+  last_target_graph_.reset();
   const TensorParallel& tp = target_.tp();
-  if (tp.enabled() && tp.rank() == 0) send_step(tp, kind, input.wire, rows);
+  if (tp.enabled() && tp.rank() == 0) send_step(tp, StepKind::kTarget, input.wire);
+  const StepInput* inputs[] = {&input};
+  return forward(StepKind::kTarget, device_steps(upload(inputs, device_), inputs)[0]);
+}
+
+at::Tensor ModelRunner::run_drafts(const std::vector<StepInput>& forwards) {
+  const auto inputs = pointers(forwards);
+  if (forwards[0].shape) {
+    const GraphKey key{forwards[0].shape->seqs, forwards[0].shape->query_len,
+                       static_cast<int64_t>(forwards.size()) - 1};
+    return graphs_->replay(key, inputs)[0];
+  }
+  const TensorParallel& tp = target_.tp();
+  const auto steps = device_steps(upload(inputs, device_), inputs);
+  std::vector<at::Tensor> drafts;
+  for (size_t j = 0; j < forwards.size(); ++j) {
+    // Announced one at a time: a worker must meet each forward's collectives in rank 0's order.
+    if (tp.enabled() && tp.rank() == 0) send_step(tp, mtp_kind(j), forwards[j].wire);
+    drafts.push_back(forward(mtp_kind(j), steps[j]));
+  }
+  return at::cat(drafts);
+}
+
+void ModelRunner::run_announced(StepKind kind, const StepInput& input) {
+  const StepInput* inputs[] = {&input};
+  forward(kind, device_steps(upload(inputs, device_), inputs)[0]);
+}
+
+at::Tensor ModelRunner::forward(StepKind kind, const DeviceStep& step) {
   if (kind == StepKind::kTarget) {
     // The thread count chosen for the target forward holds through the step's MTP forwards.
-    at::set_num_threads(input.token_ids.size(0) >= kMinTokensForThreads ? max_threads_ : 1);
-    target_hidden_ = target_.forward(input.token_ids, input.positions, caches_, input.attention);
-    return target_.logits(target_hidden_.index_select(0, input.sample_rows));
+    at::set_num_threads(step.token_ids.size(0) >= kMinTokensForThreads ? max_threads_ : 1);
+    target_hidden_ = target_.forward(step.token_ids, step.positions, caches_, step.attention);
+    return target_.logits(target_hidden_.index_select(0, step.sample_rows));
   }
   if (mtp_ == nullptr) throw std::runtime_error("rank 0 drafts with MTP but this rank has no MTP layer");
-  auto selected = at::tensor(rows, at::kLong).to(device_);
-  if (kind == StepKind::kMtpFill) return run_mtp(input, input.token_ids, target_hidden_.index_select(0, selected));
+  if (kind == StepKind::kMtpFill) {
+    return run_mtp(step, step.token_ids, target_hidden_.index_select(0, step.source_rows));
+  }
   if (kind == StepKind::kMtpDraft) {
-    return run_mtp(input, drafts_.index_select(0, selected), mtp_hidden_.index_select(0, selected));
+    return run_mtp(step, drafts_.index_select(0, step.source_rows), mtp_hidden_.index_select(0, step.source_rows));
   }
   throw std::runtime_error("unknown step kind " + std::to_string(static_cast<int64_t>(kind)));
 }
 
-at::Tensor ModelRunner::run_mtp(const StepInput& input, const at::Tensor& tokens, const at::Tensor& previous_hidden) {
-  mtp_hidden_ = mtp_->forward(tokens, previous_hidden, input.positions, target_.rope(), mtp_cache_, input.attention)
-                    .index_select(0, input.sample_rows);
+at::Tensor ModelRunner::run_mtp(const DeviceStep& step, const at::Tensor& tokens, const at::Tensor& previous_hidden) {
+  mtp_hidden_ = mtp_->forward(tokens, previous_hidden, step.positions, target_.rope(), mtp_cache_, step.attention)
+                    .index_select(0, step.sample_rows);
   drafts_ = mtp_->logits(mtp_hidden_).argmax(-1);
   return drafts_;
+}
+
+bool ModelRunner::capture_graphs(const GraphPlan& plan) {
+  const auto capture = kernels::ops_for(device_).capture_graph;
+  if (capture == nullptr || target_.tp().enabled() || plan.batch_sizes.empty()) return false;
+  graphs_.emplace(capture, device_);
+  plan_ = plan;
+  std::ranges::sort(plan_.batch_sizes, std::greater<>());
+  const int64_t rows = plan_.batch_sizes.front() * (num_speculative_tokens() + 1);
+  graph_hidden_ = at::empty({rows, target_.config().hidden_size}, target_.embedding().options());
+  for (int64_t seqs : plan_.batch_sizes) capture_batch(plan_, seqs);  // largest first: they share one pool
+  return true;
+}
+
+int64_t ModelRunner::num_speculative_tokens() const { return mtp_ ? plan_.num_speculative_tokens : 0; }
+
+StepShape ModelRunner::shape_of(const GraphPlan& plan, int64_t seqs, int64_t query_len, int64_t samples) const {
+  return {seqs, query_len, samples, plan.table_width, plan.max_context_len};
+}
+
+// The target step for every query length 1..k + 1 (a step's k may be below the configured one), and
+// the drafting for every number of recursive forwards 0..k - 1, its fill padded to k + 1 rows.
+void ModelRunner::capture_batch(const GraphPlan& plan, int64_t seqs) {
+  const int64_t k = num_speculative_tokens();
+  for (int64_t q = 1; q <= k + 1; ++q) {
+    graphs_->capture({seqs, q}, {StepBuilder(0, shape_of(plan, seqs, q, q)).build()}, [&](const auto& steps) {
+      auto logits = forward(StepKind::kTarget, steps[0]);
+      graph_hidden_.narrow(0, 0, seqs * q).copy_(target_hidden_);  // where every drafting graph reads it
+      return std::vector<at::Tensor>{logits};
+    });
+  }
+  target_hidden_ = graph_hidden_;
+  for (int64_t recursions = 0; recursions < k; ++recursions) {
+    std::vector<StepInput> forwards{StepBuilder(0, shape_of(plan, seqs, k + 1, 1)).build()};
+    for (int64_t j = 0; j < recursions; ++j) forwards.push_back(StepBuilder(0, shape_of(plan, seqs, 1, 1)).build());
+    graphs_->capture({seqs, k + 1, recursions}, forwards, [&](const auto& steps) {
+      std::vector<at::Tensor> drafts;
+      for (size_t j = 0; j < steps.size(); ++j) drafts.push_back(forward(mtp_kind(j), steps[j]));
+      return std::vector<at::Tensor>{at::cat(drafts)};
+    });
+  }
+}
+
+std::optional<StepShape> ModelRunner::target_shape(int64_t seqs, int64_t query_len) const {
+  if (!graphs_) return std::nullopt;
+  // plan_.batch_sizes is descending: the last one that holds `seqs` is the smallest.
+  std::optional<StepShape> best;
+  for (int64_t size : plan_.batch_sizes) {
+    if (size >= seqs && graphs_->has({size, query_len})) best = shape_of(plan_, size, query_len, query_len);
+  }
+  return best;
+}
+
+std::optional<std::pair<StepShape, StepShape>> ModelRunner::draft_shapes(int64_t seqs, int64_t draft_forwards) const {
+  if (!graphs_ || !last_target_graph_) return std::nullopt;
+  const int64_t fill_rows = num_speculative_tokens() + 1;
+  const GraphKey key{last_target_graph_->seqs, fill_rows, draft_forwards};
+  if (seqs > key.seqs || !graphs_->has(key)) return std::nullopt;
+  return std::pair{shape_of(plan_, key.seqs, fill_rows, 1), shape_of(plan_, key.seqs, 1, 1)};
 }
 
 }  // namespace mtpserve

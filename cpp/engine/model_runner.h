@@ -1,19 +1,33 @@
 #pragma once
 // Runs the forwards of a step on this rank: the target model, the MTP fill and the recursive MTP
-// drafts. It is the one definition of the forward protocol: rank 0's engine calls run() for every
-// forward (and run() announces it to the tensor-parallel workers first), and every worker calls
-// run() with the plans it receives, so all ranks run the same forwards with the same collectives.
-// Hidden states and draft tokens stay on the device between forwards.
+// drafts. It is the one definition of the forward protocol: rank 0's engine calls run_target() and
+// run_drafts() (which announce each forward to the tensor-parallel workers first), and every worker
+// calls run_announced() with the plans it receives, so all ranks run the same forwards with the same
+// collectives. Hidden states and draft tokens stay on the device between forwards. On a device with
+// graphs, decode-shaped steps padded to a captured shape replay one graph each.
 #include <ATen/core/Tensor.h>
 
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "dist/step_broadcast.h"
+#include "engine/step_graphs.h"
 #include "engine/step_input.h"
 #include "model/deepseek_v3.h"
 #include "model/mtp_layer.h"
 
 namespace mtpserve {
+
+// What capture_graphs() records: for each batch size, the target step of each query length 1..k + 1
+// (decode, MTP verify) and with MTP the drafting (the fill over k + 1 rows, then 0..k - 1 recursive
+// draft forwards).
+struct GraphPlan {
+  std::vector<int64_t> batch_sizes;
+  int64_t num_speculative_tokens = 0;
+  int64_t table_width = 0;      // block-table entries every sequence may need
+  int64_t max_context_len = 0;  // the longest context a step may attend over
+};
 
 class ModelRunner {
  public:
@@ -21,12 +35,25 @@ class ModelRunner {
   ModelRunner(const DeepSeekV3& target, std::vector<at::Tensor> caches, const MtpLayer* mtp = nullptr,
               at::Tensor mtp_cache = {});
 
-  // kTarget: the target model over `input`; returns the logits of input.sample_rows.
-  // kMtpFill: the MTP layer over (input's tokens, target hidden states at `rows` of the last target
-  //   forward); returns the drafts (argmax) of input.sample_rows, on the device.
-  // kMtpDraft: the MTP layer over (the last drafts at `rows`, the MTP layer's last outputs at `rows`);
-  //   input's token ids are placeholders. Returns the next drafts like kMtpFill.
-  at::Tensor run(StepKind kind, const StepInput& input, const std::vector<int64_t>& rows = {});
+  // Captures the plan's graphs; returns false (capturing nothing) where the device has no graphs
+  // or the model is split across ranks.
+  bool capture_graphs(const GraphPlan& plan);
+  size_t num_graphs() const { return graphs_ ? graphs_->size() : 0; }
+  // The padded shape of a decode step of `seqs` sequences feeding at most `query_len` rows each,
+  // when a graph holds it (the smallest that does).
+  std::optional<StepShape> target_shape(int64_t seqs, int64_t query_len) const;
+  // The padded shapes (fill, draft forwards) of MTP drafting for `seqs` sequences of the last target
+  // step (when it replayed a graph) with `draft_forwards` recursive forwards, when a graph has them.
+  std::optional<std::pair<StepShape, StepShape>> draft_shapes(int64_t seqs, int64_t draft_forwards) const;
+
+  // The target model over `input`; returns the logits of its sample rows.
+  at::Tensor run_target(const StepInput& input);
+  // The MTP forwards of a step: forwards[0] is the fill (its source rows index the last target
+  // forward's rows), then the recursive draft forwards (source rows index the previous forward's
+  // sampled rows). Returns every forward's drafts (argmax of its sampled rows), concatenated.
+  at::Tensor run_drafts(const std::vector<StepInput>& forwards);
+  // Tensor-parallel workers: one forward rank 0 announced.
+  void run_announced(StepKind kind, const StepInput& input);
 
   // Logits of `rows` of the last target forward (rank 0 alone: no collective is announced).
   at::Tensor target_logits(const at::Tensor& rows) const { return target_.logits(target_hidden_.index_select(0, rows)); }
@@ -35,7 +62,11 @@ class ModelRunner {
   bool has_mtp() const { return mtp_ != nullptr; }
 
  private:
-  at::Tensor run_mtp(const StepInput& input, const at::Tensor& tokens, const at::Tensor& previous_hidden);
+  at::Tensor forward(StepKind kind, const DeviceStep& step);
+  at::Tensor run_mtp(const DeviceStep& step, const at::Tensor& tokens, const at::Tensor& previous_hidden);
+  void capture_batch(const GraphPlan& plan, int64_t seqs);
+  int64_t num_speculative_tokens() const;
+  StepShape shape_of(const GraphPlan& plan, int64_t seqs, int64_t query_len, int64_t samples_per_seq) const;
 
   const DeepSeekV3& target_;
   std::vector<at::Tensor> caches_;
@@ -46,6 +77,10 @@ class ModelRunner {
   at::Tensor target_hidden_;  // [tokens, hidden] of the last target forward
   at::Tensor mtp_hidden_;     // [samples, hidden] of the last MTP forward
   at::Tensor drafts_;         // [samples] argmax tokens of the last MTP forward
+  std::optional<StepGraphs> graphs_;
+  at::Tensor graph_hidden_;  // [largest batch * (k + 1), hidden]: the graphed target steps' hidden states
+  GraphPlan plan_;
+  std::optional<GraphKey> last_target_graph_;  // the graph the last target step replayed
 };
 
 }  // namespace mtpserve

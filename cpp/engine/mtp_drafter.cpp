@@ -2,53 +2,61 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <tuple>
+
 namespace mtpserve {
+
+namespace {
+
+// The fill: every newly computed pair of each request, sampling its last one.
+StepInput fill_input(const std::vector<DraftRequest>& requests, int64_t block_size, std::optional<StepShape> shape) {
+  StepBuilder fill(block_size, shape);
+  for (const auto& r : requests) {
+    const auto tokens = std::span<const int64_t>(r.seq->tokens).subspan(r.first_pair + 1, r.num_pairs);
+    fill.add(r.seq->block_table, r.first_pair, tokens, 1, /*rope_offset=*/1, /*first_source=*/r.hidden_row);
+  }
+  return fill.build();
+}
+
+// Draft j + 1 of every request from (draft j, the layer's output for draft j's predecessor): row a
+// of each forward belongs to request a; requests that want no more drafts are padding there.
+StepInput draft_input(const std::vector<DraftRequest>& requests, int64_t j, int64_t block_size,
+                      std::optional<StepShape> shape) {
+  const int64_t placeholder = 0;  // the runner feeds the drafts it holds on the device
+  StepBuilder step(block_size, shape);
+  for (size_t a = 0; a < requests.size(); ++a) {
+    const DraftRequest& r = requests[a];
+    if (r.num_drafts <= j) {
+      step.add_padding();
+      continue;
+    }
+    const int64_t pair = r.first_pair + r.num_pairs + j - 1;
+    step.add(r.seq->block_table, pair, std::span<const int64_t>(&placeholder, 1), 1, 1, static_cast<int64_t>(a));
+  }
+  return step.build();
+}
+
+}  // namespace
 
 void MtpDrafter::propose(const std::vector<DraftRequest>& requests) const {
   if (requests.empty()) return;
-  const at::Device& device = runner_.device();
-  // Fill: every newly computed pair, sampling the last one of each sequence.
-  StepBuilder fill(block_size_);
-  std::vector<int64_t> hidden_rows;
-  for (const auto& r : requests) {
-    const auto& tokens = r.seq->tokens;
-    fill.add(r.seq->block_table, r.first_pair,
-             std::span<const int64_t>(tokens).subspan(r.first_pair + 1, r.num_pairs), 1, /*rope_offset=*/1);
-    for (int64_t i = 0; i < r.num_pairs; ++i) hidden_rows.push_back(r.hidden_row + i);
+  int64_t most = 0;
+  for (const auto& r : requests) most = std::max(most, r.num_drafts);
+  const int64_t recursions = std::max<int64_t>(0, most - 1);
+  std::optional<StepShape> fill_shape, draft_shape;  // padded to a captured graph's shapes where one fits
+  if (auto shapes = runner_.draft_shapes(static_cast<int64_t>(requests.size()), recursions)) {
+    std::tie(fill_shape, draft_shape) = *shapes;
   }
-  std::vector<at::Tensor> drafts{runner_.run(StepKind::kMtpFill, fill.build(device), hidden_rows)};
-  // owners[j][a]: the request whose draft j + 1 is row a of drafts[j].
-  std::vector<std::vector<size_t>> owners(1);
-  for (size_t i = 0; i < requests.size(); ++i) owners[0].push_back(i);
-
-  // Recurse: draft j + 1 from (draft j, the layer's output for draft j's predecessor).
-  const int64_t placeholder = 0;  // the runner feeds the drafts it holds on the device
-  for (int64_t j = 1;; ++j) {
-    std::vector<size_t> next;
-    std::vector<int64_t> prev_rows;
-    StepBuilder step(block_size_);
-    for (size_t a = 0; a < owners.back().size(); ++a) {
-      const DraftRequest& r = requests[owners.back()[a]];
-      if (r.num_drafts <= j) continue;
-      const int64_t pair = r.first_pair + r.num_pairs + j - 1;
-      step.add(r.seq->block_table, pair, std::span<const int64_t>(&placeholder, 1), 1, 1);
-      prev_rows.push_back(static_cast<int64_t>(a));
-      next.push_back(owners.back()[a]);
-    }
-    if (next.empty()) break;
-    drafts.push_back(runner_.run(StepKind::kMtpDraft, step.build(device), prev_rows));
-    owners.push_back(std::move(next));
-  }
-
-  auto host = at::cat(drafts).cpu();
-  const int64_t* value = host.data_ptr<int64_t>();
-  for (const auto& r : requests) r.seq->draft_tokens.clear();
-  for (size_t j = 0; j < owners.size(); ++j) {
-    for (size_t owner : owners[j]) {
-      Sequence& seq = *requests[owner].seq;
-      if (static_cast<int64_t>(j) < requests[owner].num_drafts) seq.draft_tokens.push_back(*value);
-      ++value;
-    }
+  std::vector<StepInput> forwards{fill_input(requests, block_size_, fill_shape)};
+  for (int64_t j = 1; j <= recursions; ++j) forwards.push_back(draft_input(requests, j, block_size_, draft_shape));
+  auto host = runner_.run_drafts(forwards).cpu();
+  const int64_t* drafts = host.data_ptr<int64_t>();
+  const int64_t rows = host.size(0) / static_cast<int64_t>(forwards.size());
+  for (size_t a = 0; a < requests.size(); ++a) {
+    auto& out = requests[a].seq->draft_tokens;
+    out.clear();
+    for (int64_t j = 0; j < requests[a].num_drafts; ++j) out.push_back(drafts[j * rows + static_cast<int64_t>(a)]);
   }
 }
 

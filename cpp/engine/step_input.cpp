@@ -3,97 +3,168 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace mtpserve {
 
-void StepBuilder::add(const std::vector<int32_t>& block_table, int64_t first, std::span<const int64_t> tokens,
-                      int64_t num_samples, int64_t rope_offset) {
-  const auto count = static_cast<int64_t>(tokens.size());
-  const auto row0 = static_cast<int64_t>(tokens_.size());
-  out_.first_sample.push_back(static_cast<int64_t>(samples_.size()));
-  out_.num_samples.push_back(num_samples);
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t pos = first + i;
-    tokens_.push_back(tokens[i]);
-    positions_.push_back(pos + rope_offset);
-    slots_.push_back(int64_t{block_table[pos / block_size_]} * block_size_ + pos % block_size_);
-    if (i >= count - num_samples) samples_.push_back(row0 + i);
-  }
-  query_start_.push_back(row0 + count);
-  context_lens_.push_back(first + count);
-  tables_.push_back(&block_table);
-}
-
 namespace {
 
-// The packed part of wire on `device` in one copy (from pinned memory when the device is a GPU).
-at::Tensor to_device(const std::vector<int64_t>& wire, int64_t offset, int64_t count, const at::Device& device) {
-  auto host = at::empty({count}, at::TensorOptions(at::kLong).pinned_memory(device.is_cuda()));
-  std::copy_n(wire.data() + offset, count, host.data_ptr<int64_t>());
-  return host.to(device, /*non_blocking=*/true);
+// wire[0..5]: tokens, samples, seqs, table width, max query len, max context len.
+constexpr int64_t kHeader = 6;
+
+struct WireSizes {
+  int64_t tokens, samples, seqs, width;
+  int64_t tables() const { return 4 * tokens + samples; }  // offset of the block tables in the packed part
+  int64_t lens() const { return tables() + seqs * width; }  // offset of query_start
+  int64_t packed() const { return lens() + 2 * seqs + 1; }
+};
+
+WireSizes sizes_of(std::span<const int64_t> wire) {
+  if (wire.size() < kHeader) throw std::invalid_argument("step wire: too short for its header");
+  return {wire[0], wire[1], wire[2], wire[3]};
 }
 
-// Views of the device copy of wire's packed part, and the host vectors after it.
-StepInput unpack(std::vector<int64_t> wire, const at::Device& device) {
-  const int64_t t = wire[0], n = wire[1], seqs = wire[2], width = wire[3];
-  const int64_t tables = 3 * t + n, lens = tables + seqs * width, packed = lens + 2 * seqs + 1;
-  auto buffer = to_device(wire, 4, packed, device);
-  StepInput out;
-  out.token_ids = buffer.narrow(0, 0, t);
-  out.positions = buffer.narrow(0, t, t);
-  out.sample_rows = buffer.narrow(0, 3 * t, n);
-  auto& meta = out.attention;
-  meta.slot_mapping = buffer.narrow(0, 2 * t, t);
-  meta.block_tables = buffer.narrow(0, tables, seqs * width).view({seqs, width}).to(at::kInt);
-  meta.query_start = buffer.narrow(0, lens, seqs + 1).to(at::kInt);
-  meta.context_lens = buffer.narrow(0, lens + seqs + 1, seqs).to(at::kInt);
-  meta.num_seqs = seqs;
-  auto it = wire.begin() + 4 + lens;
-  auto take = [&](int64_t count) {
-    std::vector<int64_t> part(it, it + count);
-    it += count;
-    return part;
-  };
-  out.query_start = take(seqs + 1);
-  const auto context_lens = take(seqs);
-  for (int64_t s = 0; s < seqs; ++s) {
-    meta.max_query_len = std::max(meta.max_query_len, out.query_start[s + 1] - out.query_start[s]);
-    meta.max_context_len = std::max(meta.max_context_len, context_lens[s]);
+// The host fields of a StepInput, read back from its wire.
+StepInput from_wire(std::vector<int64_t> wire, std::optional<StepShape> shape) {
+  const WireSizes z = sizes_of(wire);
+  if (static_cast<int64_t>(wire.size()) != kHeader + z.packed() + 2 * z.seqs) {
+    throw std::invalid_argument("step wire: " + std::to_string(wire.size()) + " values do not match its header");
   }
-  out.first_sample = take(seqs);
-  out.num_samples = take(seqs);
+  StepInput out;
+  const auto lens = wire.begin() + kHeader + z.lens();
+  out.query_start.assign(lens, lens + z.seqs + 1);
+  const auto tail = wire.begin() + kHeader + z.packed();
+  out.first_sample.assign(tail, tail + z.seqs);
+  out.num_samples.assign(tail + z.seqs, tail + 2 * z.seqs);
+  out.shape = shape;
   out.wire = std::move(wire);
   return out;
 }
 
 }  // namespace
 
-StepInput StepBuilder::build(const at::Device& device) {
-  int64_t width = 1;
-  for (const auto* t : tables_) width = std::max<int64_t>(width, static_cast<int64_t>(t->size()));
+std::span<const int64_t> StepInput::packed() const {
+  return std::span<const int64_t>(wire).subspan(kHeader, sizes_of(wire).packed());
+}
+
+at::Tensor upload(std::span<const StepInput* const> inputs, const at::Device& device, at::Tensor into) {
+  int64_t total = 0;
+  for (const auto* input : inputs) total += static_cast<int64_t>(input->packed().size());
+  auto host = at::empty({total}, at::TensorOptions(at::kLong).pinned_memory(device.is_cuda()));
+  int64_t* dst = host.data_ptr<int64_t>();
+  for (const auto* input : inputs) dst = std::ranges::copy(input->packed(), dst).out;
+  if (!into.defined()) return host.to(device, /*non_blocking=*/true);
+  if (into.numel() != total) throw std::invalid_argument("upload: the inputs do not fit the graph's input buffer");
+  into.copy_(host, /*non_blocking=*/true);
+  return into;
+}
+
+std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const StepInput* const> inputs) {
+  std::vector<DeviceStep> steps;
+  int64_t offset = 0;
+  for (const auto* input : inputs) {
+    const WireSizes z = sizes_of(input->wire);
+    auto part = buffer.narrow(0, offset, z.packed());
+    offset += z.packed();
+    const int64_t t = z.tokens;
+    DeviceStep s;
+    s.token_ids = part.narrow(0, 0, t);
+    s.positions = part.narrow(0, t, t);
+    s.sample_rows = part.narrow(0, 3 * t, z.samples);
+    s.source_rows = part.narrow(0, 3 * t + z.samples, t);
+    auto& meta = s.attention;
+    meta.slot_mapping = part.narrow(0, 2 * t, t);
+    meta.block_tables = part.narrow(0, z.tables(), z.seqs * z.width).view({z.seqs, z.width}).to(at::kInt);
+    meta.query_start = part.narrow(0, z.lens(), z.seqs + 1).to(at::kInt);
+    meta.context_lens = part.narrow(0, z.lens() + z.seqs + 1, z.seqs).to(at::kInt);
+    meta.num_seqs = z.seqs;
+    meta.max_query_len = input->wire[4];
+    meta.max_context_len = input->wire[5];
+    steps.push_back(std::move(s));
+  }
+  return steps;
+}
+
+StepInput step_input_from_wire(std::span<const int64_t> wire) {
+  return from_wire(std::vector<int64_t>(wire.begin(), wire.end()), std::nullopt);
+}
+
+void StepBuilder::add(const std::vector<int32_t>& block_table, int64_t first, std::span<const int64_t> tokens,
+                      int64_t num_samples, int64_t rope_offset, int64_t first_source) {
+  add_rows(&block_table, first, tokens, num_samples, rope_offset, first_source, /*write=*/true);
+}
+
+void StepBuilder::add_padding() {
+  const int64_t token = 0;
+  add_rows(nullptr, 0, std::span<const int64_t>(&token, 1), 1, 0, 0, /*write=*/false);
+}
+
+void StepBuilder::add_rows(const std::vector<int32_t>* table, int64_t first, std::span<const int64_t> tokens,
+                           int64_t num_samples, int64_t rope_offset, int64_t first_source, bool write) {
+  const auto count = static_cast<int64_t>(tokens.size());
+  const int64_t rows = shape_ ? shape_->query_len : count;
+  const bool sample_all = shape_ && shape_->samples_per_seq == rows;
+  if (count == 0 || count > rows || (shape_ && !sample_all && num_samples != 1)) {
+    throw std::logic_error("StepBuilder: a sequence's rows do not fit the step's shape");
+  }
+  const int64_t sampled_from = sample_all ? 0 : count - num_samples;
+  const auto row0 = static_cast<int64_t>(tokens_.size());
+  out_.first_sample.push_back(static_cast<int64_t>(samples_.size()) + count - num_samples - sampled_from);
+  out_.num_samples.push_back(num_samples);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t real = std::min(i, count - 1), pos = first + real;
+    tokens_.push_back(tokens[real]);
+    positions_.push_back(pos + rope_offset);
+    const bool writes = write && i < count;
+    slots_.push_back(writes ? int64_t{(*table)[pos / block_size_]} * block_size_ + pos % block_size_ : -1);
+    sources_.push_back(first_source + real);
+    if (i >= sampled_from && (i < count || sample_all)) samples_.push_back(row0 + i);
+  }
+  query_start_.push_back(row0 + rows);
+  context_lens_.push_back(first + rows);
+  tables_.push_back(table);
+}
+
+StepInput StepBuilder::build() {
+  if (shape_) {
+    if (static_cast<int64_t>(tables_.size()) > shape_->seqs) {
+      throw std::logic_error("StepBuilder: more sequences than the step's shape holds");
+    }
+    while (static_cast<int64_t>(tables_.size()) < shape_->seqs) add_padding();
+  }
+  int64_t width = 1, max_query = 0, max_context = 0;
+  for (const auto* t : tables_) width = std::max<int64_t>(width, t ? static_cast<int64_t>(t->size()) : 0);
+  for (size_t s = 0; s < tables_.size(); ++s) {
+    max_query = std::max(max_query, query_start_[s + 1] - query_start_[s]);
+    max_context = std::max(max_context, context_lens_[s]);
+  }
+  if (shape_) {
+    if (width > shape_->table_width) throw std::logic_error("StepBuilder: a block table is wider than the shape's");
+    width = shape_->table_width;
+    max_context = shape_->max_context_len;
+  }
   const auto t = static_cast<int64_t>(tokens_.size()), n = static_cast<int64_t>(samples_.size());
   const auto seqs = static_cast<int64_t>(tables_.size());
-  std::vector<int64_t> wire{t, n, seqs, width};
-  wire.reserve(4 + 3 * t + n + seqs * width + 4 * seqs + 1);
-  for (auto* part : {&tokens_, &positions_, &slots_, &samples_}) wire.insert(wire.end(), part->begin(), part->end());
+  std::vector<int64_t> wire{t, n, seqs, width, max_query, max_context};
+  wire.reserve(kHeader + 4 * t + n + seqs * width + 4 * seqs + 1);
+  for (auto* part : {&tokens_, &positions_, &slots_, &samples_, &sources_}) {
+    wire.insert(wire.end(), part->begin(), part->end());
+  }
   for (const auto* table : tables_) {
-    wire.insert(wire.end(), table->begin(), table->end());
-    wire.resize(wire.size() + width - table->size(), 0);
+    const size_t used = table ? table->size() : 0;
+    if (table) wire.insert(wire.end(), table->begin(), table->end());
+    wire.resize(wire.size() + width - used, 0);
   }
   for (auto* part : {&query_start_, &context_lens_, &out_.first_sample, &out_.num_samples}) {
     wire.insert(wire.end(), part->begin(), part->end());
   }
-  // One host buffer, one copy to the device, then views into it.
-  return unpack(std::move(wire), device);
-}
-
-StepInput step_input_from_wire(std::span<const int64_t> wire, const at::Device& device) {
-  return unpack(std::vector<int64_t>(wire.begin(), wire.end()), device);
+  return from_wire(std::move(wire), shape_);
 }
 
 StepInput build_step_input(const std::vector<ScheduledSequence>& scheduled, int64_t block_size,
-                           const at::Device& device) {
-  StepBuilder builder(block_size);
+                           std::optional<StepShape> shape) {
+  StepBuilder builder(block_size, shape);
   std::vector<int64_t> fed;
   for (const auto& s : scheduled) {
     const Sequence& seq = *s.seq;
@@ -104,7 +175,7 @@ StepInput build_step_input(const std::vector<ScheduledSequence>& scheduled, int6
     const int64_t samples = std::max<int64_t>(0, start + s.num_new_tokens - (known - 1));
     builder.add(seq.block_table, start, fed, samples);
   }
-  return builder.build(device);
+  return builder.build();
 }
 
 }  // namespace mtpserve

@@ -1,7 +1,9 @@
 #pragma once
-// Everything one forward needs, built once on the host and moved to the device in one copy.
+// Everything one forward needs, built on the host as one int64 buffer (the wire) and moved to the
+// device in one copy; DeviceStep is the device's view of it.
 #include <ATen/core/Tensor.h>
 
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -10,45 +12,74 @@
 
 namespace mtpserve {
 
-struct StepInput {
-  at::Tensor token_ids;  // [tokens]
-  at::Tensor positions;  // [tokens] rotary positions
-  kernels::AttentionMetadata attention;
-  at::Tensor sample_rows;             // [samples] rows whose logits are needed
-  std::vector<int64_t> query_start;   // host copy of attention.query_start
-  std::vector<int64_t> first_sample;  // per sequence: its first entry in sample_rows
-  std::vector<int64_t> num_samples;   // per sequence: 0, 1, or 1 + drafts when verifying
-  // The whole step as one int64 host buffer (what tensor-parallel workers receive):
-  // [tokens, samples, seqs, table width, token ids, positions, slots, sample rows, block tables,
-  //  query_start, context_lens, first_sample, num_samples]; everything up to context_lens moves
-  // to the device in one copy.
-  std::vector<int64_t> wire;
+// The fixed shape a forward is padded to so that it can replay a captured graph: `seqs` sequences
+// of `query_len` rows, `samples_per_seq` of them sampled (query_len: every row; or 1: the last real
+// row), block tables of `table_width` entries, and `max_context_len` as the launches' bound.
+struct StepShape {
+  int64_t seqs = 0, query_len = 0, samples_per_seq = 0, table_width = 0, max_context_len = 0;
 };
 
-// Rebuilds a StepInput from StepInput::wire (one copy to `device`, as build() does).
-StepInput step_input_from_wire(std::span<const int64_t> wire, const at::Device& device);
+struct StepInput {
+  std::vector<int64_t> query_start;   // per sequence (+ 1): its first row
+  std::vector<int64_t> first_sample;  // per sequence: its first entry among the sampled rows
+  std::vector<int64_t> num_samples;   // per sequence: 0, 1, or 1 + drafts when verifying
+  std::optional<StepShape> shape;     // set when padded to a graph's shape
+  // [tokens, samples, seqs, table width, source rows, max query len, max context len | token ids,
+  //  positions, slots, sample rows, source rows, block tables, query_start, context_lens |
+  //  first_sample, num_samples]: the middle part is what moves to the device.
+  std::vector<int64_t> wire;
+
+  std::span<const int64_t> packed() const;
+};
+
+// One forward's inputs on the device: views of its packed part, and the int32 attention metadata.
+struct DeviceStep {
+  at::Tensor token_ids;    // [tokens]
+  at::Tensor positions;    // [tokens] rotary positions
+  at::Tensor sample_rows;  // [samples] rows whose outputs are needed
+  at::Tensor source_rows;  // MTP forwards: the rows of the previous forward's outputs each row reads
+  kernels::AttentionMetadata attention;
+};
+
+// The packed parts of `inputs`, concatenated, on `device` (one copy; from pinned memory to a GPU).
+// With `into` given, copies into it instead (a graph's static input buffer).
+at::Tensor upload(std::span<const StepInput* const> inputs, const at::Device& device, at::Tensor into = {});
+// The device views of each input in `buffer` (what upload() returned or filled).
+std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const StepInput* const> inputs);
+
+// Rebuilds a StepInput from its wire (tensor-parallel workers).
+StepInput step_input_from_wire(std::span<const int64_t> wire);
 
 // Collects sequences' rows on the host; build() makes the StepInput.
 class StepBuilder {
  public:
-  explicit StepBuilder(int64_t block_size) : block_size_(block_size) {}
+  explicit StepBuilder(int64_t block_size, std::optional<StepShape> shape = std::nullopt)
+      : block_size_(block_size), shape_(shape) {}
 
   // Rows for cache positions [first, first + tokens.size()) of one sequence, the last
-  // `num_samples` of them sampled; rotary positions are the cache positions + rope_offset.
+  // `num_samples` of them sampled; rotary positions are the cache positions + rope_offset. MTP
+  // forwards read rows first_source, first_source + 1, ... of the previous forward's outputs.
+  // Padded to the shape, the extra rows repeat the last one and write nothing to the cache.
   void add(const std::vector<int32_t>& block_table, int64_t first, std::span<const int64_t> tokens,
-           int64_t num_samples, int64_t rope_offset = 0);
-  StepInput build(const at::Device& device);
+           int64_t num_samples, int64_t rope_offset = 0, int64_t first_source = 0);
+  // A sequence that writes nothing and whose outputs nobody reads (one row, or the shape's).
+  void add_padding();
+  StepInput build();
 
  private:
+  void add_rows(const std::vector<int32_t>* table, int64_t first, std::span<const int64_t> tokens,
+                int64_t num_samples, int64_t rope_offset, int64_t first_source, bool write);
+
   int64_t block_size_;
+  std::optional<StepShape> shape_;
   StepInput out_;
-  std::vector<int64_t> tokens_, positions_, slots_, samples_, query_start_{0}, context_lens_;
+  std::vector<int64_t> tokens_, positions_, slots_, samples_, sources_, query_start_{0}, context_lens_;
   std::vector<const std::vector<int32_t>*> tables_;
 };
 
 // The target step: a sequence feeds (tokens ++ draft_tokens)[num_computed : num_computed + n], and
 // every fed row from its last known token on is sampled (that row, then one per draft).
 StepInput build_step_input(const std::vector<ScheduledSequence>& scheduled, int64_t block_size,
-                           const at::Device& device);
+                           std::optional<StepShape> shape = std::nullopt);
 
 }  // namespace mtpserve

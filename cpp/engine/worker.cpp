@@ -15,7 +15,7 @@ void Worker::run() {
   while (true) {
     StepMessage m = receive_step(tp_);
     if (m.kind == StepKind::kShutdown) return;
-    runner_.run(m.kind, step_input_from_wire(m.wire, runner_.device()), m.rows);
+    runner_.run_announced(m.kind, step_input_from_wire(m.wire));
     steps_ += 1;
   }
 }

@@ -11,6 +11,9 @@ namespace {
 KernelOps with_generic(KernelOps table) {
   if (table.linear == nullptr) table.linear = torch_linear;
   if (table.head_matmul == nullptr) table.head_matmul = torch_head_matmul;
+  if (table.make_step_timer == nullptr) {
+    table.make_step_timer = []() -> std::unique_ptr<StepTimer> { return std::make_unique<HostStepTimer>(); };
+  }
   return table;
 }
 

@@ -13,6 +13,8 @@
 #include "kernels/moe.h"
 #include "kernels/norm_rope.h"
 #include "kernels/sampling.h"
+#include "kernels/step_graph.h"
+#include "kernels/step_timer.h"
 
 namespace mtpserve::kernels {
 
@@ -30,6 +32,9 @@ struct KernelOps {
   // Unset (nullptr) in a device's table: ops_for() gives the generic torch versions.
   LinearFn linear = nullptr;
   HeadMatmulFn head_matmul = nullptr;
+  // Unset where the device has no graphs: every step runs eagerly there.
+  CaptureGraphFn capture_graph = nullptr;
+  MakeStepTimerFn make_step_timer = nullptr;  // unset: ops_for() gives the host clock
 };
 
 // The kernels for `device` (its batch-invariant table with `batch_invariant`); throws

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace mtpserve {
@@ -9,6 +10,7 @@ namespace mtpserve {
 MultiHeadLatentAttention::MultiHeadLatentAttention(const ModelConfig& c, const Weights& w, const std::string& p,
                                                    const TensorParallel& tp)
     : heads_(shard_size(c.num_attention_heads, tp.size(), "num_attention_heads")),
+      q_lora_rank_(std::max<int64_t>(c.q_lora_rank, 0)),
       nope_dim_(c.qk_nope_head_dim),
       rope_dim_(c.qk_rope_head_dim),
       v_dim_(c.v_head_dim),
@@ -16,14 +18,15 @@ MultiHeadLatentAttention::MultiHeadLatentAttention(const ModelConfig& c, const W
       kv_a_layernorm_(w.get(p + "kv_a_layernorm.weight", {c.kv_lora_rank}), c.rms_norm_eps, c.batch_invariant) {
   const int64_t h = c.hidden_size, qk = c.qk_head_dim(), all_heads = c.num_attention_heads;
   const int64_t rank = tp.rank(), size = tp.size();
-  if (c.q_lora_rank > 0) {
-    q_a_proj_ = w.get(p + "q_a_proj.weight", {c.q_lora_rank, h});
+  auto kv_a_proj = w.get(p + "kv_a_proj_with_mqa.weight", {kv_lora_rank_ + rope_dim_, h});
+  if (q_lora_rank_ > 0) {
+    down_proj_ = at::cat({w.get(p + "q_a_proj.weight", {c.q_lora_rank, h}), kv_a_proj});
     q_a_layernorm_.emplace(w.get(p + "q_a_layernorm.weight", {c.q_lora_rank}), c.rms_norm_eps, c.batch_invariant);
     q_b_proj_ = w.get_shard(p + "q_b_proj.weight", {all_heads * qk, c.q_lora_rank}, 0, rank, size);
   } else {
     q_proj_ = w.get_shard(p + "q_proj.weight", {all_heads * qk, h}, 0, rank, size);
+    down_proj_ = kv_a_proj;
   }
-  kv_a_proj_ = w.get(p + "kv_a_proj_with_mqa.weight", {kv_lora_rank_ + rope_dim_, h});
   auto kv_b_proj = w.get_shard(p + "kv_b_proj.weight", {all_heads * (nope_dim_ + v_dim_), kv_lora_rank_}, 0, rank, size);
   o_proj_ = w.get_shard(p + "o_proj.weight", {h, all_heads * v_dim_}, 1, rank, size);
   auto kv_b = kv_b_proj.view({heads_, nope_dim_ + v_dim_, kv_lora_rank_});
@@ -33,9 +36,9 @@ MultiHeadLatentAttention::MultiHeadLatentAttention(const ModelConfig& c, const W
   scale_ = std::pow(static_cast<double>(qk), -0.5) * RotaryEmbedding(c).softmax_scale_factor();
 }
 
-at::Tensor MultiHeadLatentAttention::project_queries(const at::Tensor& x) const {
+at::Tensor MultiHeadLatentAttention::project_queries(const at::Tensor& x, const at::Tensor& down) const {
   auto q = q_proj_ ? ops_->linear(x, *q_proj_)
-                   : ops_->linear((*q_a_layernorm_)(ops_->linear(x, *q_a_proj_)), *q_b_proj_);
+                   : ops_->linear((*q_a_layernorm_)(down.narrow(1, 0, q_lora_rank_)), *q_b_proj_);
   return q.view({x.size(0), heads_, nope_dim_ + rope_dim_});
 }
 
@@ -43,8 +46,9 @@ at::Tensor MultiHeadLatentAttention::operator()(const at::Tensor& x, const at::T
                                                 const RotaryEmbedding& rope, const at::Tensor& cache,
                                                 const kernels::AttentionMetadata& meta) const {
   const int64_t tokens = x.size(0);
-  auto q = project_queries(x);
-  auto kv = ops_->linear(x, kv_a_proj_);
+  auto down = ops_->linear(x, down_proj_);
+  auto q = project_queries(x, down);
+  auto kv = down.narrow(1, q_lora_rank_, kv_lora_rank_ + rope_dim_);
   auto latent = at::cat({kv_a_layernorm_(kv.narrow(1, 0, kv_lora_rank_)), rope(kv.narrow(1, kv_lora_rank_, rope_dim_), positions)}, -1);
   ops_->write_latent_cache(cache, latent, meta.slot_mapping);
 

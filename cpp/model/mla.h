@@ -29,14 +29,16 @@ class MultiHeadLatentAttention {
                         const at::Tensor& cache, const kernels::AttentionMetadata& meta) const;
 
  private:
-  at::Tensor project_queries(const at::Tensor& x) const;
+  at::Tensor project_queries(const at::Tensor& x, const at::Tensor& down) const;
 
   int64_t heads_;  // this rank's heads
-  int64_t nope_dim_, rope_dim_, v_dim_, kv_lora_rank_;
+  int64_t q_lora_rank_, nope_dim_, rope_dim_, v_dim_, kv_lora_rank_;
   double scale_;
-  std::optional<at::Tensor> q_proj_, q_a_proj_, q_b_proj_;
+  std::optional<at::Tensor> q_proj_, q_b_proj_;
   std::optional<RMSNorm> q_a_layernorm_;
-  at::Tensor kv_a_proj_, o_proj_;
+  // q_a_proj (when q_lora_rank > 0) and kv_a_proj_with_mqa stacked: both read x, so one GEMM.
+  at::Tensor down_proj_;
+  at::Tensor o_proj_;
   RMSNorm kv_a_layernorm_;
   at::Tensor w_uk_;    // [heads, nope_dim, kv_lora_rank]
   at::Tensor w_uv_t_;  // [heads, kv_lora_rank, v_dim]

@@ -25,13 +25,16 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                        ("max_cache_blocks", int), ("max_tokens_per_batch", int), ("max_seqs_per_batch", int),
                        ("enable_prefix_cache", parse_bool), ("enable_chunked_prefill", parse_bool),
                        ("max_model_len", int), ("draft_model", str), ("draft_devices", str),
-                       ("num_speculative_tokens", int), ("seed", int)):
+                       ("num_speculative_tokens", int), ("seed", int), ("graph_max_batch", int)):
         parser.add_argument(f"--{name}", type=kind, default=defaults[name].default)
     parser.add_argument("--batch_invariant", type=parse_bool, nargs="?", const=True,
                         default=defaults["batch_invariant"].default,
                         help="batch-invariant kernels: each token's result is bit-identical whatever else runs in "
                              "its step, so greedy MTP output equals no-MTP output and a seeded request repeats "
                              "under any load, in bf16 too (CPU only; costs throughput, see docs/benchmarks.md)")
+    parser.add_argument("--enable_graph", type=parse_bool, default=defaults["enable_graph"].default,
+                        help="replay CUDA graphs, captured at start-up, for decode steps of up to --graph_max_batch "
+                             "sequences (GPUs only; false runs every step eagerly)")
 
 
 def engine_kwargs(ns: argparse.Namespace) -> dict:
@@ -118,6 +121,7 @@ def read_secret(flag_value: str | None, file_path: str | None, env: str, what: s
 
 def serve_options(ns: argparse.Namespace):
     from mtpserve.server.serve import ServeOptions
+    from mtpserve.server.tls import TlsFiles
 
     for flag in ("max_queue_len", "max_queued_tokens", "max_body_bytes"):
         value = getattr(ns, flag)
@@ -127,11 +131,14 @@ def serve_options(ns: argparse.Namespace):
         raise ValueError(f"--request_timeout must be > 0 (seconds), got {ns.request_timeout}")
     if not ns.shutdown_timeout >= 0:
         raise ValueError(f"--shutdown_timeout must be >= 0 (seconds), got {ns.shutdown_timeout}")
+    if bool(ns.ssl_certfile) != bool(ns.ssl_keyfile):
+        raise ValueError("TLS needs both --ssl_certfile and --ssl_keyfile")
+    tls = TlsFiles.load(ns.ssl_certfile, ns.ssl_keyfile) if ns.ssl_certfile else None
     return ServeOptions(max_queue_len=ns.max_queue_len, max_queued_tokens=ns.max_queued_tokens,
                         request_timeout_s=ns.request_timeout, max_body_bytes=ns.max_body_bytes,
                         shutdown_timeout_s=ns.shutdown_timeout, exit_on_rank_failure=ns.exit_on_rank_failure,
                         cluster_token=read_secret(None, ns.cluster_token_file, "MTPSERVE_CLUSTER_TOKEN",
-                                                  "cluster token"))
+                                                  "cluster token"), tls=tls)
 
 
 def cmd_serve(ns: argparse.Namespace) -> int:
@@ -185,6 +192,9 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api_key_file", default=None, help="read the API key from this file")
     parser.add_argument("--cluster_token_file", default=None, help="multi-rank: a shared secret every control-plane "
                         "RPC must carry (or $MTPSERVE_CLUSTER_TOKEN; never on the command line)")
+    parser.add_argument("--ssl_certfile", default=None, help="serve HTTPS, and the gRPC API over TLS, with this "
+                        "PEM certificate (chain); needs --ssl_keyfile")
+    parser.add_argument("--ssl_keyfile", default=None, help="the certificate's unencrypted PEM private key")
     parser.add_argument("--max_queue_len", type=int, default=None, help="requests waiting for their first token "
                         "beyond which new ones get 503 with Retry-After (default: no limit)")
     parser.add_argument("--max_queued_tokens", type=int, default=None, help="prompt tokens of waiting requests "

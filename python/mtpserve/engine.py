@@ -1,7 +1,9 @@
 """Builds the C++ engine from EngineArgs: model, tokenizer, KV-cache size, scheduler settings."""
 from __future__ import annotations
 
+import logging
 import os
+import time
 from typing import Callable
 
 import torch
@@ -10,6 +12,8 @@ from mtpserve import _C
 from mtpserve.engine_args import EngineArgs
 from mtpserve.model_loader import LoadedModel, load_draft, load_model
 from mtpserve.tokenizer import Tokenizer
+
+logger = logging.getLogger("mtpserve")
 
 
 def cache_memory(device: str, utilization: float) -> int:
@@ -90,7 +94,21 @@ class EngineCore:
         caches, mtp_caches = self.model.allocate_caches(self.num_blocks, args.block_size)
         # k > num_nextn_predict_layers reuses the first MTP layer on its own output, as DeepSeek-V3 does.
         mtp = self.model.mtp_layers[0] if self.model.mtp_layers else None
-        self.engine = _C.Engine(self._config(), self.model.target, caches, mtp, mtp_caches[0] if mtp else None)
+        self.engine = self._start(caches, mtp, mtp_caches[0] if mtp else None)
+
+    def _start(self, caches, mtp, mtp_cache) -> _C.Engine:
+        """The C++ engine; on a GPU it captures its decode graphs first, logged with their time and memory."""
+        on_gpu = self.args.device.startswith("cuda")
+        before = torch.cuda.memory_reserved(self.args.device) if on_gpu else 0
+        start = time.perf_counter()
+        engine = _C.Engine(self._config(), self.model.target, caches, mtp, mtp_cache)
+        if engine.num_graphs():
+            torch.cuda.empty_cache()  # the warm-up runs' cached blocks are not graph memory
+            graph_mib = (torch.cuda.memory_reserved(self.args.device) - before) / 2**20
+            logger.info("captured %d CUDA graphs (batch sizes up to %d) in %.1f s, %.0f MiB", engine.num_graphs(),
+                     min(self.args.graph_max_batch, self.args.max_seqs_per_batch), time.perf_counter() - start,
+                     graph_mib)
+        return engine
 
     def _config(self) -> _C.EngineConfig:
         config = _C.EngineConfig()
@@ -101,6 +119,8 @@ class EngineCore:
         config.eos_token_ids = sorted(set(self.model.config.eos_token_ids) | set(self.tokenizer.eos_token_ids))
         config.seed = self.args.seed
         config.num_speculative_tokens = self.args.num_speculative_tokens
+        config.enable_graph = self.args.enable_graph
+        config.graph_max_batch = self.args.graph_max_batch
         scheduler = _C.SchedulerConfig()
         scheduler.max_tokens_per_batch = self.args.max_tokens_per_batch
         scheduler.max_seqs_per_batch = self.args.max_seqs_per_batch

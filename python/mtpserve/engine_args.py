@@ -30,12 +30,15 @@ class EngineArgs:
     # Batch-invariant kernels: each token's result is bit-identical whatever else is in the step
     # (greedy MTP == no MTP, a seeded request == itself under any load, in every dtype); CPU only.
     batch_invariant: bool = False
+    # Decode steps of up to graph_max_batch sequences replay CUDA graphs captured at start-up (GPUs only).
+    enable_graph: bool = True
+    graph_max_batch: int = 256
     device: str = field(init=False, repr=False)  # the torch device this rank runs on
 
     def __post_init__(self):
         if self.model is None:
             self.model = str(DEFAULT_MODEL)
-        for name in ("block_size", "max_tokens_per_batch", "max_seqs_per_batch"):
+        for name in ("block_size", "max_tokens_per_batch", "max_seqs_per_batch", "graph_max_batch"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         if not 0 < self.max_memory_utilization <= 1:
@@ -46,8 +49,9 @@ class EngineArgs:
             raise ValueError(f"max_model_len must be > 1, got {self.max_model_len!r}")
         if not isinstance(self.num_speculative_tokens, int) or self.num_speculative_tokens < 0:
             raise ValueError(f"num_speculative_tokens must be an integer >= 0, got {self.num_speculative_tokens!r}")
-        if not isinstance(self.batch_invariant, bool):
-            raise ValueError(f"batch_invariant must be true or false, got {self.batch_invariant!r}")
+        for name in ("batch_invariant", "enable_graph"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         self.device = resolve_device(self.devices)
         if self.draft_devices is not None and self.draft_devices.strip() not in (self.devices.strip(), self.device):
             raise ValueError(f"draft_devices={self.draft_devices!r} must equal devices={self.devices!r}: the MTP "

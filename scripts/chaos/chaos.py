@@ -294,11 +294,18 @@ async def storm(url: str, clients: int = 500, drop: float = 0.3, concurrency: in
 # ---- R4: overload burst ------------------------------------------------------------------------
 
 async def overload(url: str, n: int = 1000, max_tokens: int = 32, pid: int | None = None) -> dict:
+    """n connections are opened first, then every request is written at once: the latencies are
+    the server's, from writing a request to reading its status line (a client that opens 1,000
+    connections in Python takes seconds over that itself, which is not the server's doing)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    body = json.dumps({"prompt": "hello there", "max_tokens": max_tokens, "ignore_eos": True}).encode()
+    request = (f"POST /v1/completions HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n"
+               f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
     statuses: dict[int, int] = {}
-    refused_latency: list[float] = []
+    latency: dict[int, list[float]] = {}
     peak_rss = rss_bytes(pid) if pid else 0
     errors = 0
-    stop_sampling = asyncio.Event()
+    go, stop_sampling = asyncio.Event(), asyncio.Event()
 
     async def sample():
         nonlocal peak_rss
@@ -306,31 +313,56 @@ async def overload(url: str, n: int = 1000, max_tokens: int = 32, pid: int | Non
             peak_rss = max(peak_rss, rss_bytes(pid))
             await asyncio.sleep(0.05)
 
-    async def one(client: httpx.AsyncClient):
-        nonlocal errors
-        t0 = time.monotonic()
+    async def connect():
         try:
-            r = await client.post("/v1/completions", json={"prompt": "hello there", "max_tokens": max_tokens,
-                                                          "ignore_eos": True})
-        except httpx.HTTPError:
+            return await asyncio.open_connection(host, int(port))
+        except OSError:
+            return None
+
+    async def one(connection):
+        nonlocal errors
+        if connection is None:
             errors += 1
             return
-        statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
-        if r.status_code == 503:
-            refused_latency.append(time.monotonic() - t0)
+        reader, writer = connection
+        try:
+            await go.wait()
+            t0 = time.monotonic()
+            writer.write(request)
+            status_line = await reader.readline()
+            elapsed = time.monotonic() - t0
+            await reader.read()  # the rest of the response, up to the server's close
+        except OSError:
+            errors += 1
+            return
+        finally:
+            writer.close()
+        parts = status_line.split()
+        if len(parts) < 2 or not parts[1].isdigit():
+            errors += 1
+            return
+        status = int(parts[1])
+        statuses[status] = statuses.get(status, 0) + 1
+        latency.setdefault(status, []).append(elapsed)
 
     sampler = asyncio.ensure_future(sample())
     t0 = time.monotonic()
-    async with httpx.AsyncClient(base_url=url, timeout=600,
-                                 limits=httpx.Limits(max_connections=n, max_keepalive_connections=0)) as client:
-        await asyncio.gather(*(one(client) for _ in range(n)))
+    connections = await asyncio.gather(*(connect() for _ in range(n)))
+    connect_s = time.monotonic() - t0
+    t0 = time.monotonic()
+    go.set()
+    await asyncio.gather(*(one(c) for c in connections))
     wall = time.monotonic() - t0
     stop_sampling.set()
     await sampler
-    refused_latency.sort()
-    return {"requests": n, "statuses": dict(sorted(statuses.items())), "client_errors": errors, "wall_s": round(wall, 2),
-            "refused_p50_s": round(refused_latency[len(refused_latency) // 2], 3) if refused_latency else None,
-            "refused_max_s": round(refused_latency[-1], 3) if refused_latency else None,
+
+    def quantiles(values: list[float]) -> dict:
+        values = sorted(values)
+        return {"p50_s": round(values[len(values) // 2], 3), "max_s": round(values[-1], 3)} if values else {}
+
+    return {"requests": n, "statuses": dict(sorted(statuses.items())), "client_errors": errors,
+            "connect_s": round(connect_s, 2), "wall_s": round(wall, 2),
+            "refused": quantiles(latency.get(503, [])), "admitted": quantiles(latency.get(200, [])),
             "peak_rss_mb": round(peak_rss / 2**20, 1)}
 
 

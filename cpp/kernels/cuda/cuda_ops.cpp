@@ -2,6 +2,8 @@
 #include "kernels/cuda/moe_cuda.h"
 #include "kernels/cuda/norm_rope_cuda.h"
 #include "kernels/cuda/sampling_cuda.h"
+#include "kernels/cuda/step_graph_cuda.h"
+#include "kernels/cuda/step_timer_cuda.h"
 #include "kernels/kernel_ops.h"
 #include "kernels/sampling_probs.h"
 
@@ -19,6 +21,8 @@ const KernelOps& ops() {
       .moe_experts = moe_experts,
       .sampling_probs = sampling_probs,
       .sample_and_verify = sample_and_verify,
+      .capture_graph = capture_graph,
+      .make_step_timer = make_step_timer,
   };
   return table;
 }

@@ -1,6 +1,7 @@
 // MoE on the GPU: routing and grouping by our kernels, the bf16 expert GEMMs by torch._grouped_mm,
-// which reads only the weights of experts that got rows; no host sync anywhere. Other dtypes (the
-// fp32 test mode), and layouts _grouped_mm's fast path does not take, compute every expert instead.
+// which reads only the weights of experts that got rows; no host sync anywhere. A few assignments
+// (decode and verify at small batch) run as our expert GEMVs instead. Other dtypes (the fp32 test
+// mode), and layouts neither fast path takes, compute every expert.
 #include "kernels/cuda/moe_cuda.h"
 
 #include <ATen/ATen.h>
@@ -8,6 +9,7 @@
 
 #include <string>
 
+#include "kernels/cuda/moe_gemv.cuh"
 #include "kernels/cuda/moe_routing.cuh"
 #include "kernels/cuda/norm_rope.cuh"
 #include "kernels/cuda/tensor_args.h"
@@ -40,13 +42,36 @@ void validate_routing(const at::Tensor& logits, const at::Tensor& bias, const Ro
               "] and at most the experts of topk_group groups");
 }
 
-// _grouped_mm's CUTLASS path (sm90/sm100, bf16) needs 16-byte aligned bases and 16-byte multiple
-// row strides; elsewhere it falls back to a per-expert loop with a host sync, which we never take.
-bool grouped_mm_fits(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down) {
-  const int64_t hidden = x.size(1), inter = down.size(2);
+// bf16 rows of 16-byte multiples on 16-byte aligned bases: what the GEMV kernels and _grouped_mm's
+// CUTLASS path read.
+bool bf16_rows_fit(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down) {
+  return x.scalar_type() == at::kBFloat16 && x.size(1) % 8 == 0 && down.size(2) % 8 == 0 && gate_up.is_contiguous() &&
+         down.is_contiguous() && aligned16(gate_up) && aligned16(down);
+}
+
+// _grouped_mm's CUTLASS path runs on sm90/sm100; elsewhere it falls back to a per-expert loop with a
+// host sync, which we never take.
+bool grouped_mm_fits(const at::Tensor& x) {
   const int major = compute_capability_major(x.device().index());
-  return x.scalar_type() == at::kBFloat16 && (major == 9 || major == 10) && hidden % 8 == 0 && inter % 8 == 0 &&
-         gate_up.is_contiguous() && down.is_contiguous() && aligned16(gate_up) && aligned16(down);
+  return major == 9 || major == 10;
+}
+
+at::Tensor gemv_experts(const at::Tensor& x_in, const at::Tensor& gate_up, const at::Tensor& down,
+                        const Routing& routing) {
+  auto x = x_in.contiguous();
+  auto chosen = routing.experts.contiguous();
+  auto weights = routing.weights.to(at::kFloat).contiguous();
+  const int64_t tokens = x.size(0), hidden = x.size(1), inter = down.size(2), top_k = chosen.size(1);
+  auto h = at::empty({tokens * top_k, inter}, x.options());
+  auto out = at::empty({tokens, hidden}, x.options());
+  const ExpertGemvLaunch p{reinterpret_cast<const __nv_bfloat16*>(x.data_ptr()),
+                           reinterpret_cast<const __nv_bfloat16*>(gate_up.data_ptr()),
+                           reinterpret_cast<const __nv_bfloat16*>(down.data_ptr()), chosen.data_ptr<int64_t>(),
+                           weights.data_ptr<float>(), reinterpret_cast<__nv_bfloat16*>(h.data_ptr()),
+                           reinterpret_cast<__nv_bfloat16*>(out.data_ptr()), tokens, top_k, hidden, inter,
+                           gate_up.size(0)};
+  check_launch(launch_expert_gemv(p, stream_of(x)), "moe_experts: expert GEMVs");
+  return out;
 }
 
 at::Tensor grouped_experts(const at::Tensor& x_in, const at::Tensor& gate_up, const at::Tensor& down,
@@ -121,7 +146,10 @@ at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& gate_up, const at:
   dtype_of(x, "moe_experts");  // throws for a dtype no path takes
   c10::cuda::CUDAGuard guard(x.device());
   if (tokens == 0) return at::empty({0, hidden}, x.options());
-  if (!grouped_mm_fits(x, gate_up, down)) return moe_all_experts(x, gate_up, down, routing);
+  if (!bf16_rows_fit(x, gate_up, down)) return moe_all_experts(x, gate_up, down, routing);
+  const int64_t top_k = routing.experts.size(1);
+  if (top_k <= kMaxGemvTopK && tokens * top_k <= kMaxGemvAssignments) return gemv_experts(x, gate_up, down, routing);
+  if (!grouped_mm_fits(x)) return moe_all_experts(x, gate_up, down, routing);
   return grouped_experts(x, gate_up, down, routing);
 }
 

@@ -35,6 +35,7 @@ from mtpserve.grpc_api import mtpserve_pb2_grpc as pb_grpc
 from mtpserve.outputs import Logprob
 from mtpserve.sampling_params import SamplingParams
 from mtpserve.server.async_engine import AsyncEngine, Draining, Overloaded, RequestRefused, StreamDelta
+from mtpserve.server.tls import TlsFiles
 
 logger = logging.getLogger("mtpserve.grpc")
 
@@ -300,12 +301,13 @@ class _HealthService(health_aio.HealthServicer):
 
 
 class GrpcServer:
-    """The gRPC API on `host:port` (port 0: a free port, known after start()). start() and stop()
-    must run on the event loop that serves the requests."""
+    """The gRPC API on `host:port` (port 0: a free port, known after start()), over TLS when tls is
+    given. start() and stop() must run on the event loop that serves the requests."""
 
     def __init__(self, engine: AsyncEngine, served_model_name: str, *, host: str = "127.0.0.1", port: int = 0,
-                 api_key: str | None = None, health: HealthCheck | None = None, model_root: str | None = None):
-        self.engine, self.host, self.port = engine, host, port
+                 api_key: str | None = None, health: HealthCheck | None = None, model_root: str | None = None,
+                 tls: TlsFiles | None = None):
+        self.engine, self.host, self.port, self.tls = engine, host, port, tls
         self.generation = GenerationService(engine, served_model_name, api_key=api_key, health=health,
                                             model_root=model_root)
         self.health = _HealthService(self.generation.check_health)
@@ -323,7 +325,10 @@ class GrpcServer:
         reflection.enable_server_reflection(REFLECTED_SERVICES, server)
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         try:
-            bound = server.add_insecure_port(address)
+            if self.tls is None:
+                bound = server.add_insecure_port(address)
+            else:
+                bound = server.add_secure_port(address, grpc.ssl_server_credentials([(self.tls.key, self.tls.cert)]))
         except RuntimeError as e:  # grpcio raises when it cannot bind
             raise OSError(f"gRPC API: cannot listen on {address}: {e}") from None
         if bound == 0:

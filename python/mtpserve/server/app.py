@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from mtpserve import __version__
 from mtpserve import tool_calls
 from mtpserve.sampling_params import SamplingParams
+from mtpserve.server.admission import AdmissionMiddleware
 from mtpserve.server.async_engine import AsyncEngine, Draining, Overloaded, RequestRefused, RequestStream
 from mtpserve.server.auth import ApiKeyMiddleware, BodySizeLimitMiddleware
 from mtpserve.server.choices import Prompt, Sample, Samples
@@ -42,7 +43,9 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     app = FastAPI(title="mtpserve", version=__version__, docs_url="/docs", redoc_url=None,
                   openapi_url="/openapi.json")
     install_error_handlers(app)
-    # Added last = outermost: the key is checked before the body is read.
+    # Added last = outermost: the key, then the body's size, then admission, all before the body is read.
+    app.add_middleware(AdmissionMiddleware, check=lambda: precheck(),
+                       paths=("/v1/completions", "/v1/chat/completions"))
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes)
     if api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=api_key)
@@ -142,7 +145,8 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
                        lambda p, sp, rid: submit(p, sp, max_tokens, prompt_param, rid), request_id)
 
     def precheck() -> None:
-        """Refuses at once what admission control would refuse after tokenizing."""
+        """Refuses at once what admission control would refuse after tokenizing (AdmissionMiddleware
+        asks it before the body is read)."""
         require_healthy()
         try:
             engine.precheck_admission()
@@ -187,7 +191,6 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     @app.post("/v1/completions")
     async def create_completion(body: CompletionRequest, raw: Request):
         check_model(body.model)
-        precheck()
         prompts = [Prompt(await tokenize(p, "prompt"), p) if isinstance(p, str) else Prompt(list(p), None)
                    for p in body.prompt_list()]
         request_id = f"cmpl-{uuid.uuid4().hex}"
@@ -261,7 +264,6 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     @app.post("/v1/chat/completions")
     async def create_chat_completion(body: ChatCompletionRequest, raw: Request):
         check_model(body.model)
-        precheck()
         try:
             text = await engine.run_off_loop(engine.tokenizer.apply_chat_template, body.messages, True,
                                              body.active_tools)

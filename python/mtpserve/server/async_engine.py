@@ -204,11 +204,17 @@ class AsyncEngine:
         self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
         self._lock = threading.RLock()
         self._stopping = threading.Event()
-        self.error: str | None = None  # set when the output thread died: the engine is unusable
+        self._error: str | None = None  # set when the output thread died or fail() was called
         self._thread = threading.Thread(target=self._pump, name="mtpserve-outputs", daemon=True)
         self._thread.start()
 
     # ---- health and shutdown ------------------------------------------------------------------
+
+    @property
+    def error(self) -> str | None:
+        """Why the engine cannot serve: the output thread died, fail() was called, or a step failed
+        inside the C++ engine (which then ends every request and refuses new ones)."""
+        return self._error or self.engine.error()
 
     @property
     def healthy(self) -> bool:
@@ -217,8 +223,8 @@ class AsyncEngine:
     def fail(self, reason: str) -> None:
         """The engine cannot serve any more (a rank failed): refuse new requests and end every open
         stream with `reason` now, whether or not the C++ engine can still report them."""
-        if self.error is None:
-            self.error = reason
+        if self._error is None:
+            self._error = reason
         self._fail_all(reason)
 
     def shutdown(self) -> None:
@@ -424,8 +430,8 @@ class AsyncEngine:
                     _deliver_threadsafe(loop, items)
         except Exception as e:  # the engine is broken: fail every open request rather than hang it
             logger.exception("the engine output thread failed")
-            self.error = f"engine failure: {type(e).__name__}: {e}"
-            self._fail_all(self.error)
+            self._error = f"engine failure: {type(e).__name__}: {e}"
+            self._fail_all(self._error)
 
     def _fail_all(self, message: str) -> None:
         with self._lock:

@@ -14,6 +14,7 @@ from pathlib import Path
 import uvicorn
 
 from mtpserve.engine_args import EngineArgs
+from mtpserve.server.tls import TlsFiles
 
 logger = logging.getLogger("mtpserve.server")
 
@@ -28,6 +29,7 @@ class ServeOptions:
     shutdown_timeout_s: float = 30.0  # SIGTERM: running requests get this long to finish
     exit_on_rank_failure: bool = True  # rank 0 exits (code 1) once a failed group's requests are failed
     cluster_token: str | None = None  # required on every control-plane RPC (multi-rank)
+    tls: TlsFiles | None = None  # HTTPS and a TLS gRPC API
 
 
 def model_root(model: str | None) -> str:
@@ -107,17 +109,19 @@ def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: 
         root = model_root(args.model)
         app = build_app(engine, name, api_key=api_key, model_root=root, max_body_bytes=options.max_body_bytes,
                         health=ranks.health if ranks else None)
-        logger.info("serving %s (max_model_len %d) on http://%s:%d", name, engine.max_model_len, host, port)
+        logger.info("serving %s (max_model_len %d) on %s://%s:%d", name, engine.max_model_len,
+                    "https" if options.tls else "http", host, port)
         grpc_server = None
         if grpc_port:
             from mtpserve.grpc_api.server import GrpcServer
 
             grpc_server = GrpcServer(engine, name, host=host, port=grpc_port, api_key=api_key,
-                                     model_root=root, health=ranks.health if ranks else None)
+                                     model_root=root, health=ranks.health if ranks else None, tls=options.tls)
         # grpc.aio is only known to be solid on asyncio's own loop, so no uvloop next to it.
         loop = {"loop": "asyncio"} if grpc_server else {}
+        tls = dict(ssl_certfile=options.tls.certfile, ssl_keyfile=options.tls.keyfile) if options.tls else {}
         server = _Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
-                                        **loop), grpc_server, engine, options.shutdown_timeout_s)
+                                        **loop, **tls), grpc_server, engine, options.shutdown_timeout_s)
         if ranks is not None and not ranks.health()[0] and options.exit_on_rank_failure:
             server.exit_when_idle(grace_s=2.0)  # the group failed while this was being set up
         server.run(sockets=[http_socket])

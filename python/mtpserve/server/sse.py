@@ -68,7 +68,7 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> tuple[boo
     finally:
         watcher.cancel()
         if not task.done():
-            task.cancel()
-    if task.cancelled():
+            task.cancel()  # only requested: the task is not done (nor cancelled) until it runs again
+    if not task.done() or task.cancelled():
         return False, None
     return True, task.result()

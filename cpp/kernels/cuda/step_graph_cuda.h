@@ -1,0 +1,8 @@
+#pragma once
+#include "kernels/step_graph.h"
+
+namespace mtpserve::kernels::cuda {
+
+std::unique_ptr<StepGraph> capture_graph(const std::function<void()>& body, StepGraph* share_pool_with);
+
+}  // namespace mtpserve::kernels::cuda
