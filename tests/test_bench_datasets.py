@@ -176,3 +176,27 @@ def test_default_tokenizer_is_the_embedded_model():
     assert tok.vocab_size == Tokenizer.from_dir(DEFAULT_MODEL).vocab_size
     reqs = sample_random_requests(tok, 4, input_len=100, output_len=10, seed=0)
     assert all(len(tok.encode(r.prompt, add_special_tokens=False)) == 100 for r in reqs)
+
+
+def test_export_dataset_writes_valid_json_of_the_truncated_file(tmp_path):
+    """`mtpserve bench --export-dataset`: the package file's records as JSON that json.load reads, and
+    vLLM's ShareGPT loader's shape (a list of {"id", "conversations": [{"from", "value"}]})."""
+    import json
+
+    from mtpserve.cli import main as cli_main
+    from mtpserve.sharegpt import default_path, is_held_out
+
+    with open(default_path(), encoding="utf-8") as f:
+        with pytest.raises(json.JSONDecodeError):
+            json.load(f)
+    out = tmp_path / "sharegpt.json"
+    assert cli_main(["bench", "--export-dataset", str(out)]) == 0
+    records = json.loads(out.read_text(encoding="utf-8"))
+    assert len(records) == SHAREGPT_RECORDS
+    assert all({"from", "value"} <= set(turn) for turn in records[0]["conversations"])
+    held_out = tmp_path / "held_out.json"  # read back from the exported file itself
+    assert cli_main(["bench", "--export-dataset", str(held_out), "--dataset-path", str(out),
+                     "--sharegpt-split", "held-out"]) == 0
+    held = json.loads(held_out.read_text(encoding="utf-8"))
+    assert held and all(is_held_out(r["id"]) for r in held)
+    assert len(held) == sum(1 for r in records if is_held_out(r["id"]))

@@ -146,7 +146,9 @@ def test_streaming_chat_with_usage(oai):
     chunks = list(oai.chat.completions.create(model=MODEL, messages=CHAT, max_tokens=12, temperature=0, stream=True,
                                               stream_options={"include_usage": True},
                                               extra_body={"ignore_eos": True}))
-    assert chunks[0].choices[0].delta.role == "assistant"
+    # The role rides on the first token (a client timing the first chunk measures the first token).
+    assert chunks[0].choices[0].delta.role == "assistant" and chunks[0].choices[0].delta.content
+    assert all(c.choices[0].delta.role is None for c in chunks[1:-1])
     assert all(c.object == "chat.completion.chunk" for c in chunks)
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == full.choices[0].message.content
     assert chunks[-2].choices[0].finish_reason == "length"
@@ -238,12 +240,16 @@ def assert_openai_error(response, status):
     ('{"prompt": "x", "max_tokens": 0}', 400, "max_tokens"),
     ('{"prompt": "x", "temperature": -0.5}', 400, "temperature"),
     ('{"prompt": "x", "top_p": 0}', 400, "top_p"),
-    ('{"prompt": "x", "n": 2}', 400, "n"),
+    ('{"prompt": "x", "n": 0}', 400, "n"),
+    ('{"prompt": "x", "n": 65}', 400, "n"),
+    ('{"prompt": "x", "n": 3, "best_of": 2}', 400, "best_of"),
+    ('{"prompt": "x", "best_of": 2, "stream": true}', 400, "best_of"),
     ('{"prompt": "x", "logprobs": 21}', 400, "logprobs"),
     ('{"prompt": "x", "stop": ""}', 400, "stop"),
     ('{"prompt": "x", "stream_options": {"include_usage": true}}', 400, "stream_options"),
     ('{"prompt": ""}', 400, "prompt"),
-    ('{"prompt": ["a", "b"]}', 400, "prompt"),
+    ('{"prompt": ["a", ""]}', 400, "prompt"),
+    ('{"prompt": [[5, 6], []]}', 400, "prompt"),
     ('{"prompt": [1, 2, 100000]}', 400, "prompt"),
     ('{"prompt": "x", "max_tokens": 5000}', 400, "max_tokens"),
     ('{"prompt": "x", "model": "gpt-4"}', 404, "model"),
@@ -508,7 +514,7 @@ def test_python_client_async(served):
                                 for p in prompts]
             assert "mtpserve:prompt_tokens_total" in await c.metrics()
             with pytest.raises(MtpserveError) as e:
-                await c.chat([{"role": "user", "content": "x"}], n=3)
+                await c.chat([{"role": "user", "content": "x"}], n=0)
             assert e.value.status == 400
 
     asyncio.run(run())

@@ -29,6 +29,7 @@ void bind_outputs(py::module_& m) {
       .def_readonly("request_id", &RequestOutput::request_id)
       .def_readonly("token_ids", &RequestOutput::token_ids)
       .def_readonly("logprobs", &RequestOutput::logprobs)
+      .def_readonly("prompt_logprobs", &RequestOutput::prompt_logprobs)
       .def_readonly("finished", &RequestOutput::finished)
       .def_readonly("finish_reason", &RequestOutput::finish_reason)
       .def_readonly("stop_token", &RequestOutput::stop_token)

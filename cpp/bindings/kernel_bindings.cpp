@@ -72,9 +72,12 @@ void bind_sampling_kernels(py::module_& m, bool bi) {
       [bi](const at::Tensor& logits, const at::Tensor& temperature, const at::Tensor& top_k, const at::Tensor& top_p,
          const at::Tensor& min_p, const at::Tensor& presence, const at::Tensor& frequency,
          const at::Tensor& penalty_tokens, const at::Tensor& penalty_rows) {
-        const bool all_greedy = (temperature == 0).all().item<bool>();
-        return ops(logits, bi).sampling_probs(
-            logits, {temperature, top_k, top_p, min_p, presence, frequency, penalty_tokens, penalty_rows, all_greedy});
+        kernels::SamplingTensors s{temperature, top_k, top_p, min_p, presence, frequency, penalty_tokens, penalty_rows};
+        s.repetition_penalty = at::ones_like(temperature);  // the engine's own tests cover the rest
+        s.prompt_tokens = s.prompt_rows = s.bias_tokens = s.bias_rows = at::empty({0}, penalty_tokens.options());
+        s.bias_values = at::empty({0}, temperature.options());
+        s.all_greedy = (temperature == 0).all().item<bool>();
+        return ops(logits, bi).sampling_probs(logits, s);
       },
       py::arg("logits"), py::arg("temperature"), py::arg("top_k"), py::arg("top_p"), py::arg("min_p"),
       py::arg("presence_penalty"), py::arg("frequency_penalty"), py::arg("penalty_tokens"), py::arg("penalty_rows"));

@@ -28,7 +28,8 @@ BlockHash BlockManager::hash_of(const BlockHash& parent, std::span<const int64_t
 
 std::vector<int32_t> BlockManager::lookup(const Sequence& seq) const {
   std::vector<int32_t> hit;
-  if (!enable_prefix_cache_) return hit;
+  // Prompt logprobs come from the prefill's logits: such a prompt is computed, never served.
+  if (!enable_prefix_cache_ || seq.params.prompt_logprobs >= 0) return hit;
   // Leave at least one token to compute: the step that computes it produces the next token.
   const int64_t max_blocks = (seq.num_tokens() - 1) / block_size_;
   BlockHash parent = kRootBlockHash;

@@ -27,6 +27,17 @@ void SamplingParams::validate() const {
   if (!in_closed(min_p, 0.0, 1.0)) reject("min_p", min_p, "in [0, 1]");
   if (!in_closed(presence_penalty, -2.0, 2.0)) reject("presence_penalty", presence_penalty, "in [-2, 2]");
   if (!in_closed(frequency_penalty, -2.0, 2.0)) reject("frequency_penalty", frequency_penalty, "in [-2, 2]");
+  if (!(repetition_penalty > 0.0 && repetition_penalty <= 2.0)) {
+    reject("repetition_penalty", repetition_penalty, "in (0, 2]");
+  }
+  for (const auto& [token, bias] : logit_bias) {
+    if (token < 0) reject("logit_bias", token, "non-negative token ids");
+    if (!in_closed(bias, -100.0, 100.0)) reject("logit_bias", bias, "in [-100, 100]");
+  }
+  if (prompt_logprobs < -1 || prompt_logprobs > 20) {
+    reject("prompt_logprobs", prompt_logprobs, "in [0, 20], or -1 for none");
+  }
+  if (min_tokens < 0) reject("min_tokens", min_tokens, ">= 0");
   if (max_tokens <= 0) reject("max_tokens", max_tokens, ">= 1");
   if (logprobs < -1 || logprobs > 20) reject("logprobs", logprobs, "in [0, 20], or -1 for none");
   for (int64_t id : stop_token_ids) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace mtpserve {
@@ -19,6 +20,10 @@ struct SamplingParams {
   std::vector<int64_t> stop_token_ids;
   bool ignore_eos = false;
   int64_t logprobs = -1;  // -1: none; n >= 0: the chosen token's logprob plus the top n
+  double repetition_penalty = 1.0;                     // vLLM's: seen logits / (> 0) or * (<= 0) it; 1: off
+  std::vector<std::pair<int64_t, float>> logit_bias;  // (token, added to its logit)
+  int64_t min_tokens = 0;  // EOS and stop_token_ids are masked until this many output tokens
+  int64_t prompt_logprobs = -1;  // -1: none; n >= 0: each prompt token's logprob plus the top n
 
   // Sampling collapses to argmax: speculative verification can then use exact match.
   bool greedy() const { return temperature == 0.0 || top_k == 1; }

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "dist/step_broadcast.h"
+#include "engine/prompt_logprobs.h"
 #include "engine/step_input.h"
 #include "kernels/kernel_ops.h"
 
@@ -99,6 +100,15 @@ void Engine::add_request(const std::string& id, std::vector<int64_t> prompt, Sam
   for (int64_t t : prompt) {
     if (t < 0 || t >= vocab) {
       throw std::invalid_argument("request '" + id + "': prompt token id " + std::to_string(t) +
+                                  " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    }
+  }
+  if (params.prompt_logprobs >= 0 && tp_.enabled()) {
+    throw std::invalid_argument("request '" + id + "': prompt logprobs are not supported under tensor parallelism");
+  }
+  for (const auto& [t, bias] : params.logit_bias) {
+    if (t >= vocab) {
+      throw std::invalid_argument("request '" + id + "': logit_bias token id " + std::to_string(t) +
                                   " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
     }
   }
@@ -266,6 +276,7 @@ void Engine::step() {
     target_timer_->start();
     at::Tensor logits = runner_.run_target(input);
     target_timer_->stop();
+    gather_prompt_logprobs(plan, input);
     if (fault_due()) throw std::runtime_error("injected fault (Engine::inject_fault_after, tests only)");
     const double launched_at = timer_->seconds();
     std::vector<SampledSequence> sampled = sample(input, plan, logits);
@@ -300,6 +311,10 @@ void Engine::step() {
         seq.num_computed_tokens += static_cast<int64_t>(result.tokens.size());
       }
       if (seq.params.logprobs >= 0) out.logprobs = std::move(result.logprobs);
+      if (seq.params.prompt_logprobs >= 0 && !request.prompt_logprobs_sent) {
+        out.prompt_logprobs = std::move(request.prompt_logprobs);
+        request.prompt_logprobs_sent = true;
+      }
       const bool done = append_tokens(request, result.tokens, out);
       out.spec = request.spec;
       if (done) {
@@ -349,11 +364,36 @@ std::vector<SampledSequence> Engine::sample(const StepInput& input, const Schedu
     if (samples == 0) continue;
     const Request& r = requests_.at(plan.scheduled[i].seq->id);
     const Sequence& seq = *r.seq;
-    requests.push_back({&seq.params, std::span<const int64_t>(seq.tokens).subspan(seq.num_prompt_tokens),
-                        std::span<const int64_t>(seq.draft_tokens).first(samples - 1), r.seed,
+    const std::span<const int64_t> tokens(seq.tokens);
+    requests.push_back({&seq.params, tokens.first(seq.num_prompt_tokens), tokens.subspan(seq.num_prompt_tokens),
+                        config_.eos_token_ids, std::span<const int64_t>(seq.draft_tokens).first(samples - 1), r.seed,
                         static_cast<uint64_t>(seq.num_output_tokens()), input.first_sample[i]});
   }
   return sampler_.sample(logits, requests);
+}
+
+void Engine::gather_prompt_logprobs(const SchedulerOutput& plan, const StepInput& input) {
+  std::vector<int64_t> rows, tokens, top_n;
+  std::vector<Request*> owners;
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const Sequence& seq = *plan.scheduled[i].seq;
+    if (seq.params.prompt_logprobs < 0) continue;
+    Request& request = requests_.at(seq.id);
+    // Row p predicts prompt token p + 1; a recomputed (preempted) prompt adds nothing twice.
+    const int64_t start = seq.num_computed_tokens;
+    const int64_t from = std::max(start, static_cast<int64_t>(request.prompt_logprobs.size()));
+    const int64_t to = std::min(start + plan.scheduled[i].num_new_tokens, seq.num_prompt_tokens - 1);
+    for (int64_t p = from; p < to; ++p) {
+      rows.push_back(input.query_start[i] + p - start);
+      tokens.push_back(seq.tokens[p + 1]);
+      top_n.push_back(seq.params.prompt_logprobs);
+      owners.push_back(&request);
+    }
+  }
+  if (rows.empty()) return;
+  auto logits = runner_.target_logits(at::tensor(rows, at::kLong).to(runner_.device()));
+  auto entries = token_logprobs(logits, tokens, top_n);
+  for (size_t r = 0; r < entries.size(); ++r) owners[r]->prompt_logprobs.push_back(std::move(entries[r]));
 }
 
 void Engine::record_verification(Request& request, int64_t drafts, int64_t accepted) {

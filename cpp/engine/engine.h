@@ -99,6 +99,8 @@ class Engine {
     // The MTP fill's first draft when the policy gave the sequence none: compared with the next
     // token, it measures first-position acceptance at no cost.
     std::optional<int64_t> unused_draft;
+    std::vector<TokenLogprobs> prompt_logprobs;  // for prompt tokens 1.., gathered chunk by chunk
+    bool prompt_logprobs_sent = false;
   };
 
   // The draft phase's work, as the step cost model counts it.
@@ -111,6 +113,8 @@ class Engine {
   void step();
   // Samples (or verifies the drafts of) every scheduled sequence with samples this step.
   std::vector<SampledSequence> sample(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits);
+  // Prompt logprobs of the prompt positions this step's prefill chunks computed (first time only).
+  void gather_prompt_logprobs(const SchedulerOutput& plan, const StepInput& input);
   void record_verification(Request& request, int64_t drafts, int64_t accepted);
   // Counts the step's k and, for a decode-only step, feeds its verify time to the cost model.
   void record_step(const SchedulerOutput& plan, const StepInput& input, double seconds);

@@ -55,6 +55,11 @@ class ModelRunner {
   // Tensor-parallel workers: one forward rank 0 announced.
   void run_announced(StepKind kind, const StepInput& input);
 
+  // Logits of `rows` of the last target forward (rank 0 alone: no collective is announced).
+  at::Tensor target_logits(const at::Tensor& rows) const {
+    return target_.logits(target_hidden_.index_select(0, rows));
+  }
+
   const at::Device& device() const { return device_; }
   bool has_mtp() const { return mtp_ != nullptr; }
 

@@ -22,6 +22,8 @@ struct RequestOutput {
   std::string request_id;
   std::vector<int64_t> token_ids;       // new since the last output
   std::vector<TokenLogprobs> logprobs;  // one per new token when logprobs were asked for
+  // With the first output when prompt_logprobs were asked for: one per prompt token but the first.
+  std::vector<TokenLogprobs> prompt_logprobs;
   bool finished = false;
   std::string finish_reason;            // "stop", "length", "abort" or "error" once finished
   std::optional<int64_t> stop_token;    // the stop_token_ids entry that ended it

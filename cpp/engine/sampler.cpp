@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 namespace mtpserve {
 
@@ -11,17 +12,35 @@ namespace {
 
 // Host columns of one step's sampling inputs; to_device() moves them in two copies (one per dtype).
 struct HostBatch {
-  std::vector<float> temperature, top_p, min_p, presence, frequency;
-  std::vector<int64_t> top_k, penalty_tokens, penalty_rows;
+  std::vector<float> temperature, top_p, min_p, presence, frequency, repetition, bias_values;
+  std::vector<int64_t> top_k, penalty_tokens, penalty_rows, prompt_tokens, prompt_rows, bias_tokens, bias_rows;
   std::vector<int64_t> first_row, num_drafts, drafts, seed, first_draw, greedy;
 };
 
-HostBatch collect(const std::vector<SampleRequest>& requests, int64_t rows, int64_t max_drafts) {
+// Row j (the output token num_output + j) gets the request's logit_bias, and before min_tokens the
+// end-of-sequence tokens masked, exactly as a decode step at that position would.
+void add_bias(HostBatch& b, const SampleRequest& r, int64_t row, int64_t j, int64_t vocab) {
+  const SamplingParams& p = *r.params;
+  auto add = [&](int64_t token, float value) {
+    if (token >= vocab) return;  // a stop token id the model cannot produce anyway
+    b.bias_tokens.push_back(token), b.bias_rows.push_back(row), b.bias_values.push_back(value);
+  };
+  for (const auto& [token, value] : p.logit_bias) add(token, value);
+  if (static_cast<int64_t>(r.output_tokens.size()) + j >= p.min_tokens) return;
+  constexpr float kNever = -std::numeric_limits<float>::infinity();
+  if (!p.ignore_eos) {
+    for (int64_t t : r.eos_token_ids) add(t, kNever);
+  }
+  for (int64_t t : p.stop_token_ids) add(t, kNever);
+}
+
+HostBatch collect(const std::vector<SampleRequest>& requests, int64_t rows, int64_t vocab, int64_t max_drafts) {
   HostBatch b;
   for (auto* column : {&b.temperature, &b.top_p, &b.min_p, &b.presence, &b.frequency}) column->resize(rows);
+  b.repetition.assign(rows, 1.0f);
   b.top_k.resize(rows);
   const bool penalties = std::any_of(requests.begin(), requests.end(), [](const SampleRequest& r) {
-    return r.params->presence_penalty != 0 || r.params->frequency_penalty != 0;
+    return r.params->presence_penalty != 0 || r.params->frequency_penalty != 0 || r.params->repetition_penalty != 1;
   });
   for (const auto& r : requests) {
     const SamplingParams& p = *r.params;
@@ -34,7 +53,12 @@ HostBatch collect(const std::vector<SampleRequest>& requests, int64_t rows, int6
       b.presence[row] = static_cast<float>(p.presence_penalty);
       b.frequency[row] = static_cast<float>(p.frequency_penalty);
       b.top_k[row] = p.top_k;
+      add_bias(b, r, row, j, vocab);
       if (!penalties) continue;
+      if (p.repetition_penalty != 1) {
+        b.repetition[row] = static_cast<float>(p.repetition_penalty);
+        for (int64_t t : r.prompt_tokens) b.prompt_tokens.push_back(t), b.prompt_rows.push_back(row);
+      }
       // Row j is judged with the drafts before it counted as output.
       for (int64_t t : r.output_tokens) b.penalty_tokens.push_back(t), b.penalty_rows.push_back(row);
       for (int64_t d = 0; d < j; ++d) b.penalty_tokens.push_back(r.drafts[d]), b.penalty_rows.push_back(row);
@@ -77,16 +101,20 @@ std::vector<SampledSequence> Sampler::sample(const at::Tensor& logits,
   if (requests.empty()) return {};
   int64_t max_drafts = 0;
   for (const auto& r : requests) max_drafts = std::max(max_drafts, static_cast<int64_t>(r.drafts.size()));
-  const HostBatch b = collect(requests, logits.size(0), max_drafts);
-  auto f = to_device<float>({&b.temperature, &b.top_p, &b.min_p, &b.presence, &b.frequency}, at::kFloat, device_);
+  const HostBatch b = collect(requests, logits.size(0), logits.size(1), max_drafts);
+  auto f = to_device<float>({&b.temperature, &b.top_p, &b.min_p, &b.presence, &b.frequency, &b.repetition,
+                             &b.bias_values},
+                            at::kFloat, device_);
   auto i = to_device<int64_t>({&b.top_k, &b.penalty_tokens, &b.penalty_rows, &b.first_row, &b.num_drafts, &b.drafts,
-                               &b.seed, &b.first_draw, &b.greedy},
+                               &b.seed, &b.first_draw, &b.greedy, &b.prompt_tokens, &b.prompt_rows, &b.bias_tokens,
+                               &b.bias_rows},
                               at::kLong, device_);
   const int64_t seqs = static_cast<int64_t>(requests.size());
   const bool all_greedy = std::all_of(requests.begin(), requests.end(),
                                       [](const SampleRequest& r) { return r.params->greedy(); });
   auto probs = ops_->sampling_probs(logits.to(at::kFloat),
-                                    {f[0], i[0], f[1], f[2], f[3], f[4], i[1], i[2], all_greedy});
+                                    {f[0], i[0], f[1], f[2], f[3], f[4], i[1], i[2], f[5], i[9], i[10], i[11], i[12],
+                                     f[6], all_greedy});
   auto sampled = ops_->sample_and_verify(probs, {i[3], i[4], i[5].view({seqs, max_drafts}), i[6], i[7],
                                                  i[8].to(at::kBool)},
                                          max_drafts);

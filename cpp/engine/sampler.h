@@ -16,7 +16,9 @@ namespace mtpserve {
 
 struct SampleRequest {
   const SamplingParams* params;
+  std::span<const int64_t> prompt_tokens;  // what the repetition penalty counts besides the output
   std::span<const int64_t> output_tokens;  // what penalties count before this step
+  std::span<const int64_t> eos_token_ids;  // masked, with stop_token_ids, before min_tokens
   std::span<const int64_t> drafts;         // verified against rows first_row + 1 ...; may be empty
   uint64_t seed;
   uint64_t first_draw;  // output index of the first token drawn

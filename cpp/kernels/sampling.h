@@ -18,10 +18,17 @@ struct SamplingTensors {
   at::Tensor frequency_penalty;  // [rows] float32
   at::Tensor penalty_tokens;     // [n] int64: each row's output tokens so far, concatenated (n may be 0)
   at::Tensor penalty_rows;       // [n] int64: the row each penalty token counts for
+  at::Tensor repetition_penalty;  // [rows] float32; 1: off
+  at::Tensor prompt_tokens;       // [m] int64: prompt tokens of the rows with a repetition penalty
+  at::Tensor prompt_rows;         // [m] int64: the row each of them counts for
+  at::Tensor bias_tokens;         // [b] int64: logit_bias and min_tokens' masks, per row
+  at::Tensor bias_rows;           // [b] int64
+  at::Tensor bias_values;         // [b] float32: added to the logit (-inf: never sampled)
   bool all_greedy = false;       // known on the host: every row is greedy, so nothing needs sorting
 };
 
-// [rows, vocab] float32: logits - frequency * count - presence * [count > 0], then temperature,
+// [rows, vocab] float32: logits + bias, the repetition penalty on tokens of the prompt or output,
+// - frequency * count - presence * [count > 0], then temperature,
 // top-k, top-p (the smallest prefix of the sorted row whose mass reaches top_p; the first token
 // always stays) and min-p as masks, softmax. Greedy rows are one-hot on the argmax (first index on
 // ties) of their penalised logits.

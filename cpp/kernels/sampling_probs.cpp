@@ -20,7 +20,8 @@ void check(const at::Tensor& logits, const SamplingTensors& s) {
   const int64_t rows = logits.size(0);
   const std::pair<const char*, const at::Tensor*> columns[] = {
       {"temperature", &s.temperature}, {"top_k", &s.top_k}, {"top_p", &s.top_p}, {"min_p", &s.min_p},
-      {"presence_penalty", &s.presence_penalty}, {"frequency_penalty", &s.frequency_penalty}};
+      {"presence_penalty", &s.presence_penalty}, {"frequency_penalty", &s.frequency_penalty},
+      {"repetition_penalty", &s.repetition_penalty}};
   for (const auto& [name, column] : columns) {
     if (column->dim() != 1 || column->size(0) != rows || column->device() != logits.device()) {
       throw std::invalid_argument(std::string("sampling_probs: ") + name + " must hold one entry per logits row (" +
@@ -30,6 +31,25 @@ void check(const at::Tensor& logits, const SamplingTensors& s) {
   if (s.penalty_tokens.numel() != s.penalty_rows.numel()) {
     throw std::invalid_argument("sampling_probs: penalty_tokens and penalty_rows must have the same length");
   }
+  if (s.prompt_tokens.numel() != s.prompt_rows.numel() || s.bias_tokens.numel() != s.bias_rows.numel() ||
+      s.bias_values.numel() != s.bias_rows.numel()) {
+    throw std::invalid_argument("sampling_probs: prompt and bias tokens, rows and values must have equal lengths");
+  }
+}
+
+// vLLM's order: the bias (logit_bias, min_tokens) first, then the repetition penalty over the
+// prompt's and the output's tokens.
+at::Tensor biased(const at::Tensor& logits, const SamplingTensors& s) {
+  auto out = logits;
+  if (s.bias_rows.numel() > 0) {
+    out = out.index_put({s.bias_rows, s.bias_tokens}, s.bias_values, /*accumulate=*/true);
+  }
+  if (s.prompt_rows.numel() == 0) return out;  // no row has a repetition penalty (prompts are never empty)
+  auto seen = at::zeros_like(out, out.options().dtype(at::kBool));
+  seen.index_put_({s.prompt_rows, s.prompt_tokens}, at::ones({s.prompt_rows.numel()}, seen.options()));
+  seen.index_put_({s.penalty_rows, s.penalty_tokens}, at::ones({s.penalty_rows.numel()}, seen.options()));
+  auto rp = s.repetition_penalty.unsqueeze(1);
+  return at::where(seen & (rp != 1.0), at::where(out > 0, out / rp, out * rp), out);
 }
 
 // logits - frequency * count - presence * [count > 0], counting each row's penalty tokens; the
@@ -71,7 +91,7 @@ at::Tensor filtered(const at::Tensor& logits, const SamplingTensors& s, const at
 
 at::Tensor sampling_probs(const at::Tensor& logits, const SamplingTensors& s) {
   check(logits, s);
-  auto adjusted = penalised(logits.to(at::kFloat), s);
+  auto adjusted = penalised(biased(logits.to(at::kFloat), s), s);
   auto greedy = s.temperature == 0;
   auto one_hot = at::zeros_like(adjusted).scatter_(1, adjusted.argmax(-1, /*keepdim=*/true), 1.0);
   if (s.all_greedy) return one_hot;

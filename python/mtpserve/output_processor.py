@@ -23,6 +23,7 @@ class RequestState:
         self.token_ids: list[int] = []
         self.logprobs: list[dict[int, Logprob]] | None = [] if params.logprobs is not None else None
         self.cumulative_logprob = 0.0 if params.logprobs is not None else None
+        self.prompt_logprobs: list[dict[int, Logprob] | None] | None = None  # set by the first output
         self.text = ""
         self.finish_reason: str | None = None
         self.stop_reason: int | str | None = None
@@ -40,6 +41,8 @@ class RequestState:
         if delta.token_ids and self.metrics.first_token_time is None:
             self.metrics.first_token_time = now
         self._record_counters(delta)
+        if self.params.prompt_logprobs is not None and self.prompt_logprobs is None and delta.token_ids:
+            self.prompt_logprobs = [None] + [self._entry(lp) for lp in delta.prompt_logprobs]
         for i, token in enumerate(delta.token_ids):
             self.token_ids.append(token)
             if self.logprobs is not None:
@@ -70,12 +73,15 @@ class RequestState:
         m.accepted_per_position = list(spec.accepted_per_position)
         m.steps_by_k = list(spec.steps_by_k)
 
-    def _add_logprobs(self, lp) -> None:
+    def _entry(self, lp) -> dict[int, Logprob]:
         decode = lambda t: self.tokenizer.decode([t], skip_special_tokens=False)  # noqa: E731
         entry = {lp.token: Logprob(lp.logprob, lp.rank, decode(lp.token))}
         for rank, (token, value) in enumerate(lp.top, start=1):
             entry.setdefault(token, Logprob(value, rank, decode(token)))
-        self.logprobs.append(entry)
+        return entry
+
+    def _add_logprobs(self, lp) -> None:
+        self.logprobs.append(self._entry(lp))
         self.cumulative_logprob += lp.logprob
 
     def output(self) -> RequestOutput:
@@ -83,4 +89,4 @@ class RequestState:
         completion = CompletionOutput(0, self.text, list(self.token_ids), self.cumulative_logprob, self.logprobs,
                                       self.finish_reason, self.stop_reason)
         return RequestOutput(self.request_id, self.prompt, self.prompt_token_ids, [completion], self.finished,
-                             self.metrics)
+                             self.metrics, self.prompt_logprobs)

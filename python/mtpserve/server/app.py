@@ -1,5 +1,5 @@
 """The OpenAI-compatible HTTP API over an AsyncEngine: /v1/models, /v1/completions,
-/v1/chat/completions (JSON or server-sent events), /health and /metrics."""
+/v1/chat/completions (JSON or server-sent events), /health, /metrics, /openapi.json and /docs."""
 from __future__ import annotations
 
 import time
@@ -11,14 +11,17 @@ from fastapi.responses import JSONResponse, Response
 from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from mtpserve import __version__
+from mtpserve import tool_calls
 from mtpserve.sampling_params import SamplingParams
 from mtpserve.server.admission import AdmissionMiddleware
 from mtpserve.server.async_engine import AsyncEngine, Draining, Overloaded, RequestRefused, RequestStream
 from mtpserve.server.auth import ApiKeyMiddleware, BodySizeLimitMiddleware
+from mtpserve.server.choices import Prompt, Sample, Samples
 from mtpserve.server.errors import APIError, error_body, install_error_handlers
 from mtpserve.server.metrics import ServerMetrics
-from mtpserve.server.protocol import (ChatCompletionRequest, CompletionRequest, chat_logprobs,
-                                      completion_logprobs, usage)
+from mtpserve.server.protocol import (ChatCompletionRequest, CompletionRequest, chat_logprobs, completion_logprobs,
+                                      echo_logprobs, joined_logprobs, usage)
 from mtpserve.server.sse import DONE, SSEResponse, sse, unless_disconnected
 
 # health() returns True, or False / (False, reason) when the server must not take requests.
@@ -36,7 +39,9 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     """health defaults to the engine's own (its output thread is alive); a multi-rank server
     passes one that also knows about the other ranks. model_root is what /v1/models shows as
     the model's root (a name, not a path of the server's file system)."""
-    app = FastAPI(title="mtpserve", docs_url=None, redoc_url=None, openapi_url=None)
+    # /openapi.json and /docs sit behind --api_key like every route but /health.
+    app = FastAPI(title="mtpserve", version=__version__, docs_url="/docs", redoc_url=None,
+                  openapi_url="/openapi.json")
     install_error_handlers(app)
     # Added last = outermost: the key, then the body's size, then admission, all before the body is read.
     app.add_middleware(AdmissionMiddleware, check=lambda: precheck(),
@@ -101,10 +106,9 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
 
     # ---- generation ---------------------------------------------------------------------------
 
-    def submit(prompt_ids: list[int], prompt_text: str | None, max_tokens: int | None,
-               make_params: Callable[[int], SamplingParams], prompt_param: str, request_id: str) -> RequestStream:
-        n, limit = len(prompt_ids), engine.max_model_len
-        params = make_params(engine.default_max_tokens(n))  # omitted max_tokens: whatever context is left
+    def submit(prompt: Prompt, params: SamplingParams, max_tokens: int | None, prompt_param: str,
+               request_id: str) -> RequestStream:
+        n, limit = len(prompt.token_ids), engine.max_model_len
         if n >= limit:
             raise APIError(400, f"this model's maximum context length is {limit} tokens, but the prompt has {n} "
                                 f"tokens, which leaves no room to generate; shorten the prompt",
@@ -116,7 +120,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
                            param="max_tokens", code="context_length_exceeded")
         require_healthy()
         try:
-            return engine.add_request(prompt_ids, params, prompt_text, request_id=request_id)
+            return engine.add_request(prompt.token_ids, params, prompt.text, request_id=request_id)
         except RequestRefused as e:
             param = prompt_param if e.param == "prompt" else e.param
             if param == "max_tokens" and max_tokens is None:
@@ -131,6 +135,14 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
             raise APIError(503, str(e), code="service_unavailable") from None
         except RuntimeError as e:
             raise APIError(503, str(e), code="service_unavailable") from None
+
+    def start(prompts: list[Prompt], body, prompt_param: str, request_id: str) -> Samples:
+        """Submits the request's samples; omitted max_tokens is whatever context is left."""
+        params = [body.sampling_params(engine.default_max_tokens(len(p.token_ids))) for p in prompts]
+        n, best_of = body.choice_counts()
+        max_tokens = body.requested_max_tokens
+        return Samples(prompts, params, n, best_of,
+                       lambda p, sp, rid: submit(p, sp, max_tokens, prompt_param, rid), request_id)
 
     def precheck() -> None:
         """Refuses at once what admission control would refuse after tokenizing (AdmissionMiddleware
@@ -148,129 +160,180 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
         except RequestRefused as e:
             raise APIError(400, str(e), param=param, code=e.code) from None
 
-    async def complete(raw: Request, stream: RequestStream) -> RequestStream | Response:
-        """Runs a non-streaming request to its end; a client that disconnects first aborts it."""
+    async def complete(raw: Request, samples: Samples) -> list[Sample] | Response:
+        """Runs a non-streaming request to its end and returns the chosen samples; a client that
+        disconnects first aborts it."""
         async def drain():
-            async for _ in stream:
+            async for _ in samples.deltas():
                 pass
 
         try:
             done, _ = await unless_disconnected(raw, drain())
         finally:
-            stream.close()
+            samples.close()
         if not done:
             return Response(status_code=499)  # nobody is listening any more
-        if stream.timed_out:
-            raise APIError(504, stream.state.error, code="request_timeout", type="timeout_error")
-        if stream.state.error:
-            raise APIError(500, f"generation failed: {stream.state.error}")
-        return stream
+        for s in samples.samples:
+            if s.stream.timed_out:
+                raise APIError(504, s.state.error, code="request_timeout", type="timeout_error")
+            if s.state.error:
+                raise APIError(500, f"generation failed: {s.state.error}")
+        return samples.chosen()
+
+    def total_usage(samples: Samples, chosen: list[Sample], generated: bool = True) -> dict:
+        """Each prompt counts once (its first sample's cache hit); every returned choice's tokens count
+        (none when the generated ones are not returned)."""
+        leaders = samples.samples[::samples.per_prompt]
+        return usage(sum(len(p.token_ids) for p in samples.prompts),
+                     sum(len(s.state.token_ids) for s in chosen if s.state) if generated else 0,
+                     sum(s.state.metrics.num_cached_tokens for s in leaders))
 
     @app.post("/v1/completions")
     async def create_completion(body: CompletionRequest, raw: Request):
         check_model(body.model)
-        prompt = body.single_prompt()
-        if isinstance(prompt, str):
-            text, ids = prompt, await tokenize(prompt, "prompt")
-        else:
-            text, ids = None, list(prompt)
+        prompts = [Prompt(await tokenize(p, "prompt"), p) if isinstance(p, str) else Prompt(list(p), None)
+                   for p in body.prompt_list()]
         request_id = f"cmpl-{uuid.uuid4().hex}"
-        stream = submit(ids, text, body.max_tokens, body.sampling_params, "prompt", request_id)
+        samples = start(prompts, body, "prompt", request_id)
         model, created_at = body.model or served_model_name, int(time.time())
-        want_logprobs = body.logprobs is not None
+        want_logprobs, echo_only = body.logprobs is not None, body.echo_only
 
         def chunk(choices: list, **extra) -> dict:
             return {"id": request_id, "object": "text_completion", "created": created_at, "model": model,
                     "choices": choices, **extra}
 
+        def decode(token: int) -> str:
+            return engine.tokenizer.decode([token], skip_special_tokens=False)
+
+        def piece(sample: Sample, text: str, token_ids: list[int], entries, offset: int, first: bool):
+            """(text, logprobs, text offset after them) of a choice or of a streamed piece of it; the
+            first piece carries the echoed prompt."""
+            if echo_only:
+                text, token_ids, entries = "", [], []
+            logprobs = None
+            if first and body.echo:
+                prompt = samples.prompts[sample.prompt_index]
+                text = (prompt.text if prompt.text is not None else engine.tokenizer.decode(prompt.token_ids)) + text
+                if want_logprobs:
+                    logprobs = echo_logprobs(prompt.token_ids, sample.state.prompt_logprobs, decode)
+                    offset = logprobs["text_offset"][-1] + len(logprobs["tokens"][-1])
+            if want_logprobs:
+                mine = completion_logprobs(token_ids, entries, offset)
+                logprobs = joined_logprobs(logprobs, mine) if logprobs else mine
+                offset += sum(len(t) for t in mine["tokens"])
+            return text, logprobs, offset
+
+        def finish(s) -> tuple[str | None, int | str | None]:
+            return ("length", None) if echo_only else (s.finish_reason, s.stop_reason)
+
         if not body.stream:
-            result = await complete(raw, stream)
-            if isinstance(result, Response):
-                return result
-            s = result.state
-            return chunk([{"index": 0, "text": s.text, "finish_reason": s.finish_reason, "stop_reason": s.stop_reason,
-                           "logprobs": completion_logprobs(s.token_ids, s.logprobs) if want_logprobs else None}],
-                         usage=usage(len(ids), len(s.token_ids), s.metrics.num_cached_tokens))
+            chosen = await complete(raw, samples)
+            if isinstance(chosen, Response):
+                return chosen
+            choices = []
+            for i, s in enumerate(chosen):
+                text, logprobs, _ = piece(s, s.state.text, s.state.token_ids, s.state.logprobs, 0, True)
+                reason, stop_reason = finish(s.state)
+                choices.append({"index": i, "text": text, "finish_reason": reason, "stop_reason": stop_reason,
+                                "logprobs": logprobs})
+            return chunk(choices, usage=total_usage(samples, chosen, not echo_only))
 
         include_usage = body.include_usage
 
         async def events():
-            offset = 0
-            async for d in stream:
-                s = d.state
+            offsets: dict[int, int] = {}  # per choice: text offset of its next token; absent before its first piece
+            async for sample, d in samples.deltas():
+                s, index = d.state, samples.choice_index(sample)
                 if s.error:
                     yield sse(error_body(f"generation failed: {s.error}", "server_error"))
                     break
-                if not (d.text or d.finished or (want_logprobs and d.token_ids)):
+                if echo_only and not d.finished or not (d.text or d.finished or (want_logprobs and d.token_ids)):
                     continue
-                logprobs = None
-                if want_logprobs:
-                    logprobs = completion_logprobs(d.token_ids, d.logprobs, offset)
-                    offset += sum(len(t) for t in logprobs["tokens"])
-                choice = {"index": 0, "text": d.text, "logprobs": logprobs,
-                          "finish_reason": s.finish_reason if d.finished else None,
-                          "stop_reason": s.stop_reason if d.finished else None}
+                text, logprobs, offsets[index] = piece(sample, d.text, d.token_ids, d.logprobs,
+                                                       offsets.get(index, 0), index not in offsets)
+                reason, stop_reason = finish(s) if d.finished else (None, None)
+                choice = {"index": index, "text": text, "logprobs": logprobs, "finish_reason": reason,
+                          "stop_reason": stop_reason}
                 yield sse(chunk([choice], **({"usage": None} if include_usage else {})))
             if include_usage:
-                s = stream.state
-                yield sse(chunk([], usage=usage(len(ids), len(s.token_ids), s.metrics.num_cached_tokens)))
+                yield sse(chunk([], usage=total_usage(samples, samples.chosen(), not echo_only)))
             yield DONE
 
-        return SSEResponse(events(), on_close=stream.close)
+        return SSEResponse(events(), on_close=samples.close)
 
     @app.post("/v1/chat/completions")
     async def create_chat_completion(body: ChatCompletionRequest, raw: Request):
         check_model(body.model)
         try:
-            text = await engine.run_off_loop(engine.tokenizer.apply_chat_template, body.messages, True)
+            text = await engine.run_off_loop(engine.tokenizer.apply_chat_template, body.messages, True,
+                                             body.active_tools)
         except (ValueError, TemplateError) as e:
             raise APIError(400, str(e), param="messages") from None
         ids = await tokenize(text, "messages", add_special_tokens=False)
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
-        stream = submit(ids, text, body.requested_max_tokens, body.sampling_params, "messages", request_id)
+        samples = start([Prompt(ids, text)], body, "messages", request_id)
         model, created_at = body.model or served_model_name, int(time.time())
         top_n = (body.top_logprobs or 0) if body.logprobs else None
+        parse_calls = body.active_tools is not None
 
         def chunk(object_: str, choices: list, **extra) -> dict:
             return {"id": request_id, "object": object_, "created": created_at, "model": model,
                     "choices": choices, **extra}
 
         if not body.stream:
-            result = await complete(raw, stream)
-            if isinstance(result, Response):
-                return result
-            s = result.state
-            choice = {"index": 0, "message": {"role": "assistant", "content": s.text},
-                      "logprobs": chat_logprobs(s.token_ids, s.logprobs, top_n) if top_n is not None else None,
-                      "finish_reason": s.finish_reason, "stop_reason": s.stop_reason}
-            return chunk("chat.completion", [choice],
-                         usage=usage(len(ids), len(s.token_ids), s.metrics.num_cached_tokens))
+            chosen = await complete(raw, samples)
+            if isinstance(chosen, Response):
+                return chosen
+            choices = []
+            for i, s in enumerate(chosen):
+                content, calls = tool_calls.parse(s.state.text) if parse_calls else (s.state.text, [])
+                message = {"role": "assistant", "content": (content or None) if calls else content}
+                if calls:
+                    message["tool_calls"] = [c.openai() for c in calls]
+                choices.append({"index": i, "message": message,
+                                "logprobs": chat_logprobs(s.state.token_ids, s.state.logprobs, top_n)
+                                if top_n is not None else None,
+                                "finish_reason": "tool_calls" if calls else s.state.finish_reason,
+                                "stop_reason": s.state.stop_reason})
+            return chunk("chat.completion", choices, usage=total_usage(samples, chosen))
 
         include_usage = body.include_usage
         extra = {"usage": None} if include_usage else {}
 
         async def events():
-            first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-            yield sse(chunk("chat.completion.chunk", [first], **extra))
-            async for d in stream:
-                s = d.state
+            role_sent: set[int] = set()  # the role rides on each choice's first token
+            parsers: dict[int, tool_calls.StreamParser] = {}
+            num_calls: dict[int, int] = {}
+            async for sample, d in samples.deltas():
+                s, index = d.state, samples.choice_index(sample)
                 if s.error:
                     yield sse(error_body(f"generation failed: {s.error}", "server_error"))
                     break
                 if not (d.text or d.finished or (top_n is not None and d.token_ids)):
                     continue
-                choice = {"index": 0, "delta": {"content": d.text} if d.text else {},
+                text, calls = d.text, []
+                if parse_calls:
+                    text, calls = parsers.setdefault(index, tool_calls.StreamParser()).feed(d.text, d.finished)
+                delta = {"content": text} if text or index not in role_sent else {}
+                if calls:
+                    first = num_calls.get(index, 0)
+                    delta["tool_calls"] = [c.openai(first + j) for j, c in enumerate(calls)]
+                    num_calls[index] = first + len(calls)
+                if index not in role_sent:
+                    delta = {"role": "assistant", **delta}
+                    role_sent.add(index)
+                choice = {"index": index, "delta": delta,
                           "logprobs": chat_logprobs(d.token_ids, d.logprobs, top_n) if top_n is not None else None,
-                          "finish_reason": s.finish_reason if d.finished else None}
+                          "finish_reason": None}
+                if d.finished:
+                    choice["finish_reason"] = "tool_calls" if num_calls.get(index) else s.finish_reason
                 if d.finished:
                     choice["stop_reason"] = s.stop_reason
                 yield sse(chunk("chat.completion.chunk", [choice], **extra))
             if include_usage:
-                s = stream.state
-                yield sse(chunk("chat.completion.chunk", [],
-                                usage=usage(len(ids), len(s.token_ids), s.metrics.num_cached_tokens)))
+                yield sse(chunk("chat.completion.chunk", [], usage=total_usage(samples, samples.chosen())))
             yield DONE
 
-        return SSEResponse(events(), on_close=stream.close)
+        return SSEResponse(events(), on_close=samples.close)
 
     return app

@@ -283,6 +283,10 @@ class AsyncEngine:
                 where = f"[0, {vocab})" if vocab else "the token ids"
                 raise RequestRefused(f"prompt token id {t!r} (position {i}) is outside the vocabulary {where}",
                                      param="prompt", code="invalid_token_id")
+        for t in params.logit_bias or {}:
+            if vocab and t >= vocab:
+                raise RequestRefused(f"logit_bias token id {t} is outside the vocabulary [0, {vocab})",
+                                     param="logit_bias", code="invalid_token_id")
         capacity = self.cache_capacity_tokens
         if capacity is not None:
             need = len(prompt_token_ids) + params.max_tokens + self.num_speculative_tokens

@@ -1,6 +1,6 @@
 """Request bodies of the OpenAI-compatible API (pydantic, strict types) and their translation to
 SamplingParams. A body that does not fit these shapes is a 422; values that fit but make no sense
-(negative max_tokens, n > 1, top_p 0) are a 400 raised from here or from SamplingParams."""
+(negative max_tokens, best_of < n, top_p 0) are a 400 raised from here or from SamplingParams."""
 from __future__ import annotations
 
 import math
@@ -12,6 +12,10 @@ from mtpserve.outputs import Logprob
 from mtpserve.sampling_params import SamplingParams
 from mtpserve.server.async_engine import RequestRefused, check_text
 from mtpserve.server.errors import APIError
+
+
+# The most samples one prompt may ask for (n, best_of): each is a full request in the engine.
+MAX_CHOICES = 64
 
 
 class _Strict(BaseModel):
@@ -34,6 +38,8 @@ class _SamplingRequest(_Strict):
     seed: int | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    repetition_penalty: float | None = None  # vLLM extension
+    min_tokens: int | None = None  # vLLM extension
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None  # vLLM extension
     ignore_eos: bool = False  # vLLM extension
@@ -45,19 +51,37 @@ class _SamplingRequest(_Strict):
     stream: bool | None = False
     stream_options: StreamOptions | None = None
 
+    def choice_counts(self) -> tuple[int, int]:
+        """(n, best_of): the choices returned per prompt, and the samples drawn to pick them from."""
+        n = 1 if self.n is None else self.n
+        if not 1 <= n <= MAX_CHOICES:
+            raise APIError(400, f"n must be in 1..{MAX_CHOICES}, got {n}", param="n")
+        best_of = n if self.best_of is None else self.best_of
+        if not n <= best_of <= MAX_CHOICES:
+            raise APIError(400, f"best_of must be in n..{MAX_CHOICES} (n is {n}), got {best_of}", param="best_of")
+        if best_of > n and self.stream:
+            raise APIError(400, "best_of greater than n cannot be streamed: the best are known only at the end",
+                           param="best_of")
+        return n, best_of
+
     def _check_common(self) -> None:
-        if self.n not in (None, 1):
-            raise APIError(400, f"n must be 1 (one choice per request is supported), got {self.n}", param="n")
-        if self.best_of not in (None, 1):
-            raise APIError(400, f"best_of must be 1, got {self.best_of}", param="best_of")
-        if self.logit_bias:
-            raise APIError(400, "logit_bias is not supported", param="logit_bias")
+        self.choice_counts()
         if self.stream_options is not None and not self.stream:
             raise APIError(400, "stream_options can only be set when stream is true", param="stream_options")
 
     @property
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
+
+    def _logit_bias(self) -> dict[int, float]:
+        """OpenAI's logit_bias: token ids as JSON keys (strings)."""
+        bias = {}
+        for key, value in (self.logit_bias or {}).items():
+            try:
+                bias[int(key)] = value
+            except ValueError:
+                raise APIError(400, f"logit_bias keys must be token ids, got {key!r}", param="logit_bias") from None
+        return bias
 
     def _sampling_params(self, max_tokens: int, logprobs: int | None,
                          aliases: dict[str, str] | None = None) -> SamplingParams:
@@ -71,7 +95,9 @@ class _SamplingRequest(_Strict):
                 check_text(stop, "stop")
             except RequestRefused as e:
                 raise APIError(400, str(e), param="stop") from None
-        for name in ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty"):
+        values["logit_bias"] = self._logit_bias()
+        for name in ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+                     "repetition_penalty", "min_tokens"):
             if getattr(self, name) is not None:
                 values[name] = getattr(self, name)
         try:
@@ -89,26 +115,35 @@ class CompletionRequest(_SamplingRequest):
     echo: bool = False
     suffix: str | None = None
 
-    def single_prompt(self) -> str | list[int]:
-        """The one prompt of this request: a string, a token-id list, or a one-item list of either."""
+    @property
+    def requested_max_tokens(self) -> int | None:
+        return self.max_tokens
+
+    def prompt_list(self) -> list[str | list[int]]:
+        """The prompts of this request: a string or a token-id list, or a batch of either."""
         prompt = self.prompt
-        if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
-            if len(prompt) != 1:
-                raise APIError(400, f"one prompt per request is supported, got a batch of {len(prompt)}",
-                               param="prompt")
-            prompt = prompt[0]
-        if not prompt:
-            raise APIError(400, "the prompt is empty", param="prompt")
-        return prompt
+        batch = prompt if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)) else [prompt]
+        for i, p in enumerate(batch):
+            if not p:
+                where = f" (prompt {i} of the batch)" if len(batch) > 1 else ""
+                raise APIError(400, f"the prompt is empty{where}", param="prompt")
+        return batch
+
+    @property
+    def echo_only(self) -> bool:
+        """echo with max_tokens 0: the prompt (and its logprobs) and nothing generated."""
+        return self.echo and self.max_tokens == 0
 
     def sampling_params(self, default_max_tokens: int) -> SamplingParams:
         self._check_common()
-        if self.echo:
-            raise APIError(400, "echo is not supported", param="echo")
         if self.suffix:
             raise APIError(400, "suffix is not supported", param="suffix")
-        return self._sampling_params(default_max_tokens if self.max_tokens is None else self.max_tokens,
-                                     self.logprobs)
+        # The engine always generates: echo_only runs one token, and the response leaves it out.
+        max_tokens = 1 if self.echo_only else default_max_tokens if self.max_tokens is None else self.max_tokens
+        params = self._sampling_params(max_tokens, self.logprobs)
+        if self.echo and self.logprobs is not None:
+            params.prompt_logprobs = self.logprobs
+        return params
 
 
 class ChatCompletionRequest(_SamplingRequest):
@@ -116,17 +151,33 @@ class ChatCompletionRequest(_SamplingRequest):
     max_completion_tokens: int | None = None
     logprobs: bool = False
     top_logprobs: int | None = None
-    tools: list[Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
 
     @property
     def requested_max_tokens(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
 
+    @property
+    def active_tools(self) -> list[dict] | None:
+        """The tools the model is offered (tool_choice "none" offers none)."""
+        return self.tools if self.tools and self.tool_choice != "none" else None
+
+    def _check_tools(self) -> None:
+        for i, tool in enumerate(self.tools or []):
+            function = tool.get("function")
+            if tool.get("type") != "function" or not isinstance(function, dict) or not isinstance(
+                    function.get("name"), str) or not function["name"]:
+                raise APIError(400, f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ..., "
+                                    f"'description': ..., 'parameters': ...}}}}", param="tools")
+        if self.tool_choice not in (None, "auto", "none"):
+            raise APIError(400, "tool_choice must be 'auto' or 'none' (forcing a call needs a grammar, "
+                                "which is not supported yet)", param="tool_choice")
+
     def sampling_params(self, default_max_tokens: int) -> SamplingParams:
         self._check_common()
-        if self.tools:
-            raise APIError(400, "tools are not supported", param="tools")
+        self._check_tools()
         if self.response_format and self.response_format.get("type", "text") != "text":
             raise APIError(400, "only response_format {'type': 'text'} is supported", param="response_format")
         if self.top_logprobs is not None and not self.logprobs:
@@ -169,6 +220,18 @@ def completion_logprobs(token_ids: list[int], entries: list[dict[int, Logprob]],
         out["text_offset"].append(text_offset)
         text_offset += len(text)
     return out
+
+
+def echo_logprobs(prompt_ids: list[int], entries: list[dict[int, Logprob] | None], decode) -> dict:
+    """The prompt's part of echoed /v1/completions logprobs; its first token has none (null)."""
+    first = decode(prompt_ids[0])
+    rest = completion_logprobs(prompt_ids[1:], entries[1:], len(first))
+    return {"tokens": [first] + rest["tokens"], "token_logprobs": [None] + rest["token_logprobs"],
+            "top_logprobs": [None] + rest["top_logprobs"], "text_offset": [0] + rest["text_offset"]}
+
+
+def joined_logprobs(first: dict, second: dict) -> dict:
+    return {key: first[key] + second[key] for key in first}
 
 
 def chat_logprobs(token_ids: list[int], entries: list[dict[int, Logprob]], top_n: int) -> dict:
