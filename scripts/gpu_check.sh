@@ -36,7 +36,10 @@ status=0
 for stage in $stages; do
   case $stage in
     test)
-      timeout 400 python3 -m pytest -q -p no:cacheprovider -m cuda -rfE -s ${TESTS:-tests/} > "$out/pytest.log" 2>&1 || status=1
+      # CPU-only test files may import test extras this machine lacks (cryptography, openapi-spec-validator):
+      # their collection errors are listed in the log and do not stop the GPU tests.
+      timeout 400 python3 -m pytest -q -p no:cacheprovider -m cuda -rfE -s --continue-on-collection-errors \
+        ${TESTS:-tests/} > "$out/pytest.log" 2>&1 || status=1
       grep -E "passed|failed|error|diverged" "$out/pytest.log" | tail -25 ;;
     sanitize)
       timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -p no:cacheprovider -x \
