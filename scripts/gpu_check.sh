@@ -9,6 +9,8 @@
 #   rate      the bf16 divergence rate of greedy MTP vs k = 0 on the GPU (scripts/mtp_divergence.py)
 #   offline   offline decode tokens/s with MTP k = 0..3, CUDA graphs off and on (scripts/bench_offline.py), bf16
 #   versus    mtpserve vs transformers' generate on the same GPU (scripts/bench_vs_transformers.py)
+#   realdims  P4: a 2-layer DeepSeek-V3 stack at real dims vs its floor (scripts/bench_real_dims.py; ~80 GB:
+#             an H200)
 #   profile   Nsight Compute on one fused verify attention launch (B = 64, k = 3, context 8192)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +57,9 @@ for stage in $stages; do
     offline)
       timeout 300 python3 scripts/bench_offline.py --devices cuda:0 --dtype bfloat16 --ks 0 1 2 3 --adaptive-k-max 3 --graphs both \
         --batch-sizes 1 8 32 --out "$out/offline_gpu.json" --plot "$out/offline_gpu.png" 2>&1 | tail -40 || status=1 ;;
+    realdims)
+      timeout 500 python3 scripts/bench_real_dims.py --out "$out/real_dims.json" 2>&1 | grep -v '^{' | tail -20 \
+        || status=1 ;;
     versus)
       timeout 400 python3 scripts/bench_vs_transformers.py --out "$out" 2>&1 | grep -v '^{' | tail -40 || status=1 ;;
     profile)

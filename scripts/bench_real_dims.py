@@ -1,0 +1,165 @@
+"""P4: decode and verify steps of a 2-layer DeepSeek-V3 stack at real dimensions against their floor.
+
+Random bf16 weights built on the GPU (no checkpoint): hidden 7168, q_lora 1536, kv_lora 512, rope 64,
+nope 128, v 128, 128 heads, 256 experts top-8 in 8 groups top-4, 1 shared expert, expert inter 2048,
+routed scaling 2.5, vocabulary 129280, both layers MoE, plus one MTP layer of the same shape (it drafts
+for k > 0; its drafts are random, so every verify step verifies k drafts). Each of B sequences has a
+4096-token context; the engine runs with CUDA graphs and the fixed policy. The step time is the engine's
+own CUDA-event time of the target step, averaged over decode steps only: two runs over the same
+(prefix-cached) prompts that differ only in their number of new tokens, differenced.
+
+Floor = bytes the step must read / device copy bandwidth (1 GiB copy_ in the same run): every attention
+weight, the shared expert and router, the expected distinct routed experts for B * (k + 1) tokens under
+uniform routing, the head, and the latent KV of every sequence in both layers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+
+import torch
+
+from bench_moe import copy_bandwidth
+from mtpserve import _C
+from mtpserve.config import parse_config
+from mtpserve.sampling_params import SamplingParams
+
+H, Q_LORA, KV_LORA, ROPE, NOPE, V_DIM, HEADS = 7168, 1536, 512, 64, 128, 128, 128
+EXPERTS, TOP_K, INTER, VOCAB, LAYERS = 256, 8, 2048, 129280, 2
+CONTEXT, BLOCK = 4096, 64
+BF16 = 2
+CONFIG = {
+    "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "vocab_size": VOCAB,
+    "hidden_size": H, "intermediate_size": 18432, "moe_intermediate_size": INTER, "num_hidden_layers": LAYERS,
+    "num_nextn_predict_layers": 1, "num_attention_heads": HEADS, "num_key_value_heads": HEADS,
+    "n_shared_experts": 1, "n_routed_experts": EXPERTS, "routed_scaling_factor": 2.5, "kv_lora_rank": KV_LORA,
+    "q_lora_rank": Q_LORA, "qk_rope_head_dim": ROPE, "v_head_dim": V_DIM, "qk_nope_head_dim": NOPE,
+    "topk_method": "noaux_tc", "n_group": 8, "topk_group": 4, "num_experts_per_tok": TOP_K,
+    "first_k_dense_replace": 0, "norm_topk_prob": True, "scoring_func": "sigmoid", "hidden_act": "silu",
+    "max_position_embeddings": 8192, "rms_norm_eps": 1e-6, "rope_theta": 10000, "tie_word_embeddings": False,
+    "bos_token_id": 0, "eos_token_id": 1, "torch_dtype": "bfloat16",
+}
+
+
+def randn(*shape, scale=None):
+    t = torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
+    return t.mul_(scale if scale is not None else shape[-1] ** -0.5)
+
+
+def layer_weights(layer: int) -> dict[str, torch.Tensor]:
+    p = f"model.layers.{layer}."
+    ones = lambda n: torch.ones(n, device="cuda", dtype=torch.bfloat16)  # noqa: E731
+    return {
+        p + "input_layernorm.weight": ones(H), p + "post_attention_layernorm.weight": ones(H),
+        p + "self_attn.q_a_proj.weight": randn(Q_LORA, H), p + "self_attn.q_a_layernorm.weight": ones(Q_LORA),
+        p + "self_attn.q_b_proj.weight": randn(HEADS * (NOPE + ROPE), Q_LORA),
+        p + "self_attn.kv_a_proj_with_mqa.weight": randn(KV_LORA + ROPE, H),
+        p + "self_attn.kv_a_layernorm.weight": ones(KV_LORA),
+        p + "self_attn.kv_b_proj.weight": randn(HEADS * (NOPE + V_DIM), KV_LORA),
+        p + "self_attn.o_proj.weight": randn(H, HEADS * V_DIM),
+        p + "mlp.gate.weight": randn(EXPERTS, H), p + "mlp.gate.e_score_correction_bias":
+            torch.zeros(EXPERTS, device="cuda"),
+        _C.stacked_gate_up(p + "mlp."): randn(EXPERTS, 2 * INTER, H),
+        _C.stacked_down(p + "mlp."): randn(EXPERTS, H, INTER),
+        p + "mlp.shared_experts.gate_proj.weight": randn(INTER, H),
+        p + "mlp.shared_experts.up_proj.weight": randn(INTER, H),
+        p + "mlp.shared_experts.down_proj.weight": randn(H, INTER),
+    }
+
+
+def build_model():
+    config = parse_config(CONFIG)
+    weights = {"model.embed_tokens.weight": randn(VOCAB, H, scale=1.0), "lm_head.weight": randn(VOCAB, H),
+               "model.norm.weight": torch.ones(H, device="cuda", dtype=torch.bfloat16)}
+    for layer in range(LAYERS + 1):
+        weights |= layer_weights(layer)
+    mtp = f"model.layers.{LAYERS}."
+    weights |= {mtp + "enorm.weight": weights["model.norm.weight"], mtp + "hnorm.weight": weights["model.norm.weight"],
+                mtp + "shared_head.norm.weight": weights["model.norm.weight"], mtp + "eh_proj.weight": randn(H, 2 * H)}
+    target = _C.DeepSeekV3(config.cpp, weights)
+    return config, target, _C.MtpLayer(config.cpp, weights, LAYERS, target)
+
+
+def engine(config, target, mtp, caches, mtp_cache, k: int, batch: int) -> _C.Engine:
+    c = _C.EngineConfig()
+    c.block_size, c.num_blocks = BLOCK, caches[0].shape[0]
+    c.max_model_len = CONTEXT + 256
+    c.eos_token_ids = [1]
+    c.num_speculative_tokens = k
+    c.speculative_policy = _C.SpeculationPolicyKind.fixed
+    c.graph_max_batch = batch
+    s = _C.SchedulerConfig()
+    s.max_tokens_per_batch, s.max_seqs_per_batch, s.num_speculative_tokens = 4096, batch, k
+    c.scheduler = s
+    return _C.Engine(c, target, caches, mtp if k else None, mtp_cache if k else None)
+
+
+def run(eng, prompts, max_tokens: int) -> tuple[float, int]:
+    """(device seconds of target steps, steps) for the prompts run to max_tokens each."""
+    before = eng.stats()
+    params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True).to_cpp()
+    for i, prompt in enumerate(prompts):
+        eng.add_request(f"r{i}-{max_tokens}-{before.steps}", prompt, params)
+    done = 0
+    while done < len(prompts):
+        done += sum(o.finished for o in eng.get_outputs(1.0))
+        if eng.error():
+            raise RuntimeError(eng.error())
+    after = eng.stats()
+    return after.target_seconds - before.target_seconds, after.steps - before.steps
+
+
+def floor_bytes(batch: int, k: int) -> float:
+    tokens = batch * (k + 1)
+    attention = (Q_LORA * H + HEADS * (NOPE + ROPE) * Q_LORA + (KV_LORA + ROPE) * H + HEADS * (NOPE + V_DIM) * KV_LORA
+                 + H * HEADS * V_DIM) * BF16
+    distinct = EXPERTS * (1 - (1 - TOP_K / EXPERTS) ** tokens)
+    moe = (distinct + 1) * 3 * H * INTER * BF16 + EXPERTS * H * 4
+    kv = batch * CONTEXT * (KV_LORA + ROPE) * BF16
+    return LAYERS * (attention + moe + kv) + VOCAB * H * BF16
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 64])
+    parser.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2, 3])
+    parser.add_argument("--decode-tokens", type=int, default=24)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    bandwidth = copy_bandwidth(20)
+    config, target, mtp = build_model()
+    blocks = max(args.batches) * ((CONTEXT + 256) // BLOCK + 1) + 8
+    caches = [torch.zeros(blocks, BLOCK, KV_LORA + ROPE, device="cuda", dtype=torch.bfloat16) for _ in range(LAYERS)]
+    mtp_cache = torch.zeros_like(caches[0])
+    gen = torch.Generator().manual_seed(0)
+    results = []
+    for batch in args.batches:
+        prompts = [torch.randint(2, VOCAB, (CONTEXT,), generator=gen).tolist() for _ in range(batch)]
+        for k in args.ks:
+            eng = engine(config, target, mtp, caches, mtp_cache, k, batch)
+            run(eng, prompts, 1)  # prefill, cached from here on
+            short, short_steps = run(eng, prompts, 8)
+            long, long_steps = run(eng, prompts, 8 + args.decode_tokens)
+            eng.shutdown()
+            step_s = (long - short) / (long_steps - short_steps)
+            floor_s = floor_bytes(batch, k) / bandwidth
+            r = {"batch": batch, "k": k, "step_us": step_s * 1e6, "floor_us": floor_s * 1e6,
+                 "percent_of_floor": 100 * floor_s / step_s, "decode_steps": long_steps - short_steps}
+            results.append(r)
+            print(json.dumps(r), flush=True)
+    base = {r["batch"]: r["step_us"] for r in results if r["k"] == 0}
+    print(f"\ncopy bandwidth {bandwidth / 1e9:.0f} GB/s ({torch.cuda.get_device_name(0)})\n")
+    print("| B | k | step µs | floor µs | % of floor | step / (k = 0 step) |\n|---|---|---|---|---|---|")
+    for r in results:
+        ratio = r["step_us"] / base[r["batch"]] if r["batch"] in base else float("nan")
+        print(f"| {r['batch']} | {r['k']} | {r['step_us']:.0f} | {r['floor_us']:.0f} | {r['percent_of_floor']:.0f}% | "
+              f"{ratio:.2f} |")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(0), "copy_bandwidth": bandwidth, "results": results}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()
