@@ -180,3 +180,20 @@ def test_context_limit_inside_an_accepted_run_truncates_exactly(tiny_model_dir):
         assert llm.stats().kv_usage == 0.0
     finally:
         llm.shutdown()
+
+
+@pytest.mark.parametrize("k", [0, 2])
+def test_the_argmax_shortcut_equals_the_distribution_path(tiny_model_dir, k):
+    # A step of plain greedy rows takes the sampler's argmax shortcut; one penalised request in the step
+    # sends every row through the distributions and sample_and_verify. Batch-invariant kernels give each
+    # row the same logits either way, so the greedy requests' tokens (and accepted drafts) must match.
+    llm = LLM(str(tiny_model_dir), batch_invariant=True, num_speculative_tokens=k, **BASE, **FIXED)
+    greedy = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
+    penalised = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True, presence_penalty=0.5)
+    batch = BATCHES[4]
+    alone = llm.generate(batch, greedy)
+    mixed = llm.generate(batch + prompts(1, 23), [greedy] * len(batch) + [penalised])
+    llm.shutdown()
+    assert tokens(alone) == tokens(mixed[:-1])
+    if k:
+        assert [o.metrics.num_accepted_tokens for o in alone] == [o.metrics.num_accepted_tokens for o in mixed[:-1]]

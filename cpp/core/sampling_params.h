@@ -27,6 +27,11 @@ struct SamplingParams {
 
   // Sampling collapses to argmax: speculative verification can then use exact match.
   bool greedy() const { return temperature == 0.0 || top_k == 1; }
+  // The token is the argmax of the raw logits: greedy, nothing added to or scaled in them first.
+  bool argmax_only() const {
+    return greedy() && presence_penalty == 0.0 && frequency_penalty == 0.0 && repetition_penalty == 1.0 &&
+           logit_bias.empty() && min_tokens == 0;
+  }
 
   // Throws std::invalid_argument naming the first bad field and its value.
   void validate() const;

@@ -99,6 +99,9 @@ std::vector<at::Tensor> to_device(const std::vector<const std::vector<T>*>& colu
 std::vector<SampledSequence> Sampler::sample(const at::Tensor& logits,
                                              const std::vector<SampleRequest>& requests) const {
   if (requests.empty()) return {};
+  if (std::all_of(requests.begin(), requests.end(), [](const SampleRequest& r) { return r.params->argmax_only(); })) {
+    return sample_argmax(logits, requests);
+  }
   int64_t max_drafts = 0;
   for (const auto& r : requests) max_drafts = std::max(max_drafts, static_cast<int64_t>(r.drafts.size()));
   const HostBatch b = collect(requests, logits.size(0), logits.size(1), max_drafts);
@@ -125,6 +128,27 @@ std::vector<SampledSequence> Sampler::sample(const at::Tensor& logits,
   for (int64_t s = 0; s < seqs; ++s) {
     out[s].accepted = accepted[s];
     out[s].tokens.assign(tokens + s * (max_drafts + 1), tokens + s * (max_drafts + 1) + accepted[s] + 1);
+  }
+  add_logprobs(logits, requests, out);
+  return out;
+}
+
+// Every token is its row's argmax: one reduction and one copy, and the verification (a draft is accepted
+// while it equals its row's argmax, as sample_and_verify does for greedy rows) on the host, instead of
+// the distributions' launches: a small greedy decode step is bound by its launches.
+std::vector<SampledSequence> Sampler::sample_argmax(const at::Tensor& logits,
+                                                    const std::vector<SampleRequest>& requests) const {
+  auto host = logits.argmax(-1).cpu();
+  const int64_t* best = host.data_ptr<int64_t>();
+  std::vector<SampledSequence> out(requests.size());
+  for (size_t s = 0; s < requests.size(); ++s) {
+    const SampleRequest& r = requests[s];
+    for (size_t j = 0;; ++j) {
+      const int64_t token = best[r.first_row + static_cast<int64_t>(j)];
+      out[s].tokens.push_back(token);
+      if (j == r.drafts.size() || r.drafts[j] != token) break;
+      out[s].accepted += 1;
+    }
   }
   add_logprobs(logits, requests, out);
   return out;

@@ -45,6 +45,8 @@ class Sampler {
   std::vector<SampledSequence> sample(const at::Tensor& logits, const std::vector<SampleRequest>& requests) const;
 
  private:
+  std::vector<SampledSequence> sample_argmax(const at::Tensor& logits,
+                                             const std::vector<SampleRequest>& requests) const;
   void add_logprobs(const at::Tensor& logits, const std::vector<SampleRequest>& requests,
                     std::vector<SampledSequence>& out) const;
 
