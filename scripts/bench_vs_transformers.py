@@ -81,7 +81,8 @@ def mtpserve_rates(prompt: list[int], new_tokens: int, repeats: int, batches: li
 
 def table(results: list[dict]) -> str:
     hf = max(r["tokens_per_s"] for r in results if r["engine"].startswith("transformers"))
-    lines = ["| engine | graphs | k | batch | tokens/s | vs transformers' fastest (batch 1) |", "|---|---|---|---|---|---|"]
+    lines = ["| engine | graphs | k | batch | tokens/s | vs transformers' fastest (batch 1) |",
+             "|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['engine']} | {'on' if r['graphs'] else 'off'} | {r['k']} | {r['batch']} | "
                      f"{r['tokens_per_s']:.0f} | {r['tokens_per_s'] / hf:.2f}x |")
@@ -126,7 +127,8 @@ def main() -> None:
     if args.out:
         device = torch.cuda.get_device_name(0)
         with open(f"{args.out}/bench_vs_transformers.json", "w") as f:
-            json.dump({"device": device, "torch": torch.__version__, "args": vars(args), "results": results}, f, indent=1)
+            json.dump({"device": device, "torch": torch.__version__, "args": vars(args), "results": results}, f,
+                      indent=1)
         plot(results, f"{args.out}/bench_vs_transformers.png", device)
 
 

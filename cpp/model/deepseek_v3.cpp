@@ -22,8 +22,9 @@ DeepSeekV3::DeepSeekV3(const ModelConfig& c, const Weights& w, const TensorParal
       tp_(tp),
       rope_(c),
       embed_(w.get("model.embed_tokens.weight", {c.vocab_size, c.hidden_size})),
-      lm_head_(c.tie_word_embeddings ? vocabulary_shard(embed_, tp)
-                                     : w.get_shard("lm_head.weight", {c.vocab_size, c.hidden_size}, tp.rank(), tp.size())),
+      lm_head_(c.tie_word_embeddings
+                   ? vocabulary_shard(embed_, tp)
+                   : w.get_shard("lm_head.weight", {c.vocab_size, c.hidden_size}, tp.rank(), tp.size())),
       norm_(w.get("model.norm.weight", {c.hidden_size}), c.rms_norm_eps, c.batch_invariant),
       ops_(&kernels::ops_for(embed_.device(), c.batch_invariant)) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers_.emplace_back(c, w, i, tp);
