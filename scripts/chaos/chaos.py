@@ -619,6 +619,21 @@ def listening_sockets(pids: list[int]) -> list[str]:
 
 # ---- all ----------------------------------------------------------------------------------------
 
+def warm_up(server: Server, clients: int, settled: float = 0.01, max_rounds: int = 5) -> tuple[list, list]:
+    """Storms of the same traffic until the idle RSS grows by less than `settled` over a round (at
+    least two, at most max_rounds), so that the allocator caches have reached their plateau
+    (docs/reliability.md, "Idle RSS"); R2 compares idle RSS after it with idle RSS after the storm.
+    Returns the storms' figures and the idle RSS after each (MB)."""
+    storms, rss_mb = [], []
+    for i in range(max_rounds):
+        storms.append(asyncio.run(storm(server.url, clients, seed=100 + i)))
+        time.sleep(2)
+        rss_mb.append(round(server.rss / 2**20, 1))
+        if i >= 1 and rss_mb[-1] <= rss_mb[-2] * (1 + settled):
+            break
+    return storms, rss_mb
+
+
 def run_all(short: bool) -> dict:
     scale = dict(http=400, schema=25, grpc=150, storm=40, overload=120, queue=8) if short else \
         dict(http=10000, schema=500, grpc=1000, storm=500, overload=1000, queue=64)
@@ -630,15 +645,13 @@ def run_all(short: bool) -> dict:
         figures["http_fuzz"] = asyncio.run(http_fuzz(server.url, scale["http"]))
         figures["schema_fuzz"] = schema_fuzz(server.url, scale["schema"])
         figures["grpc_fuzz"] = grpc_fuzz(f"127.0.0.1:{server.grpc_port}", scale["grpc"])
-        # Warm-up: the same traffic twice, so that the allocator caches reach their plateau
-        # (docs/reliability.md, "Idle RSS"); R2 compares idle RSS after it with idle RSS after the storm.
-        warm = [asyncio.run(storm(server.url, scale["storm"], seed=100 + i)) for i in range(2)]
-        time.sleep(2)
-        figures["idle_rss_after_warmup_mb"] = round(server.rss / 2**20, 1)
+        warm, warm_rss = warm_up(server, scale["storm"])
+        figures["idle_rss_after_warmup_mb"] = warm_rss[-1]
         figures["storm"] = asyncio.run(storm(server.url, scale["storm"]))
         time.sleep(2)
         figures["idle_rss_after_storm_mb"] = round(server.rss / 2**20, 1)
         figures["storm"]["warmup"] = warm
+        figures["storm"]["idle_rss_after_each_warmup_round_mb"] = warm_rss
         figures["overload"] = asyncio.run(overload(server.url, scale["overload"], pid=server.proc.pid))
         figures["overload"]["max_queue_len"] = scale["queue"]
         figures["listening"] = listening_sockets([server.proc.pid])
