@@ -108,8 +108,8 @@ class Server:
         return self.proc.returncode
 
 
-def valid_request_ok(url: str) -> bool:
-    r = httpx.post(url + "/v1/completions", json={"prompt": "hello", "max_tokens": 4}, timeout=60)
+def valid_request_ok(url: str, headers: dict | None = None) -> bool:
+    r = httpx.post(url + "/v1/completions", json={"prompt": "hello", "max_tokens": 4}, headers=headers, timeout=60)
     return r.status_code == 200 and r.json()["choices"][0]["finish_reason"] in ("stop", "length")
 
 
@@ -188,7 +188,8 @@ async def http_fuzz(url: str, n: int = 10000, concurrency: int = 16, seed: int =
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return {"requests": n, "concurrency": concurrency, "statuses": dict(sorted(statuses.items())),
             "5xx": len(fivexx), "connection_resets": resets, "non_openai_error_bodies": bad_format,
-            "examples_5xx": fivexx[:5], "examples_resets": other_errors[:5], "valid_request_after": valid_request_ok(url)}
+            "examples_5xx": fivexx[:5], "examples_resets": other_errors[:5],
+            "valid_request_after": valid_request_ok(url, headers)}
 
 
 # ---- R1: schemathesis against the server's OpenAPI document --------------------------------------
@@ -254,7 +255,7 @@ def schema_fuzz(url: str, examples: int = 500, api_key: str | None = None) -> di
     return {"cases": cases, "examples_per_operation_and_mode": examples, "statuses": dict(sorted(statuses.items())),
             "5xx": len(fivexx), "connection_resets": len(resets), "non_openai_error_bodies": bad_format,
             "schema_mismatches": len(mismatches), "examples_5xx": fivexx[:5], "examples_resets": resets[:5],
-            "examples_mismatches": sorted(set(mismatches))[:5], "valid_request_after": valid_request_ok(url)}
+            "examples_mismatches": sorted(set(mismatches))[:5], "valid_request_after": valid_request_ok(url, headers)}
 
 
 # ---- R1: gRPC fuzz ------------------------------------------------------------------------------
