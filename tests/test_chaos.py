@@ -1,6 +1,7 @@
 """The short version of scripts/chaos (issue 17, R1/R2/R4/R5) against one `mtpserve serve`
 process with the embedded model on loopback: malformed HTTP and gRPC traffic answered with clean
-4xx / status codes (no 5xx, no connection resets, OpenAI's error shape), a streaming storm with
+4xx / status codes (no 5xx, no connection resets, OpenAI's error shape; also schemathesis's cases
+from /openapi.json, each answer checked against the document), a streaming storm with
 disconnects that leaves no request running and no KV block in use, an overload burst that is
 refused with 503 while admitted requests finish, and a hardened control plane. The long version
 (scripts/chaos/chaos.py all) writes the figures of docs/reliability.md."""
@@ -28,6 +29,17 @@ def test_http_fuzz(server):
     assert out["5xx"] == 0, out["examples_5xx"]
     assert out["connection_resets"] == 0, out["examples_resets"]
     assert out["non_openai_error_bodies"] == 0 and out["valid_request_after"], out
+
+
+def test_schemathesis_against_the_openapi_document(server):
+    # About 130 cases: valid and invalid ones by the document for each of its operations.
+    out = chaos.schema_fuzz(server.url, examples=25)
+    assert out["cases"] >= 100 and out["5xx"] == 0, out["examples_5xx"]
+    assert out["connection_resets"] == 0, out["examples_resets"]
+    assert out["non_openai_error_bodies"] == 0 and out["valid_request_after"], out
+    # Every answer has a status, content type and body that the document names.
+    assert out["schema_mismatches"] == 0, out["examples_mismatches"]
+    assert out["statuses"].get(200, 0) > 0 and out["statuses"].get(422, 0) > 0, out
 
 
 def test_grpc_fuzz(server):

@@ -41,6 +41,12 @@ def test_openapi_document_and_docs_page_need_the_key(engine):
     assert {"/v1/completions", "/v1/chat/completions", "/v1/models"} <= set(document["paths"])
     completion = document["components"]["schemas"]["CompletionRequest"]["properties"]
     assert {"prompt", "n", "best_of", "max_tokens"} <= set(completion)
+    # Errors are documented in the shape the server sends (OpenAI's), not FastAPI's HTTPValidationError.
+    responses = document["paths"]["/v1/completions"]["post"]["responses"]
+    assert {"400", "401", "413", "422", "503"} <= set(responses)
+    assert responses["422"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorResponse"}
+    assert "HTTPValidationError" not in document["components"]["schemas"]
+    assert "text/plain" in document["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
     assert docs.status_code == 200 and "/openapi.json" in docs.text
 
 

@@ -2,6 +2,7 @@
 """Chaos runs against `mtpserve serve` on loopback (issue 17), bounded in count and time.
 
     python scripts/chaos/chaos.py http-fuzz   --url URL [--n 10000] [--concurrency 16]
+    python scripts/chaos/chaos.py schema-fuzz --url URL [--examples 500] [--api_key KEY]   (schemathesis)
     python scripts/chaos/chaos.py grpc-fuzz   --target HOST:PORT [--n 1000]
     python scripts/chaos/chaos.py storm       --url URL [--clients 500] [--drop 0.3]
     python scripts/chaos/chaos.py overload    --url URL [--n 1000]
@@ -107,8 +108,8 @@ class Server:
         return self.proc.returncode
 
 
-def valid_request_ok(url: str) -> bool:
-    r = httpx.post(url + "/v1/completions", json={"prompt": "hello", "max_tokens": 4}, timeout=60)
+def valid_request_ok(url: str, headers: dict | None = None) -> bool:
+    r = httpx.post(url + "/v1/completions", json={"prompt": "hello", "max_tokens": 4}, headers=headers, timeout=60)
     return r.status_code == 200 and r.json()["choices"][0]["finish_reason"] in ("stop", "length")
 
 
@@ -187,7 +188,74 @@ async def http_fuzz(url: str, n: int = 10000, concurrency: int = 16, seed: int =
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return {"requests": n, "concurrency": concurrency, "statuses": dict(sorted(statuses.items())),
             "5xx": len(fivexx), "connection_resets": resets, "non_openai_error_bodies": bad_format,
-            "examples_5xx": fivexx[:5], "examples_resets": other_errors[:5], "valid_request_after": valid_request_ok(url)}
+            "examples_5xx": fivexx[:5], "examples_resets": other_errors[:5],
+            "valid_request_after": valid_request_ok(url, headers)}
+
+
+# ---- R1: schemathesis against the server's OpenAPI document --------------------------------------
+
+# Generated values of these fields are capped, so that a case costs milliseconds, not a long generation.
+_SCHEMA_FUZZ_CAPS = {"max_tokens": 4, "max_completion_tokens": 4, "min_tokens": 4, "n": 2, "best_of": 2}
+
+
+def schema_fuzz(url: str, examples: int = 500, api_key: str | None = None) -> dict:
+    """schemathesis's cases for every operation of /openapi.json, `examples` valid and `examples`
+    invalid ones by the document each (deterministic): statuses, 5xx, connection resets, error
+    bodies outside OpenAI's shape, and schemathesis's own checks of each answer against the
+    document (status code, content type, response schema)."""
+    import requests
+    import schemathesis
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis.errors import Unsatisfiable
+    from schemathesis.checks import content_type_conformance, response_schema_conformance, status_code_conformance
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    schema = schemathesis.openapi.from_url(url + "/openapi.json", headers=headers, timeout=30)
+    statuses: dict[int, int] = {}
+    fivexx, resets, bad_format, mismatches = [], [], 0, []
+    checks = [status_code_conformance, content_type_conformance, response_schema_conformance]
+    config = settings(max_examples=examples, deadline=None, database=None, derandomize=True,
+                      suppress_health_check=list(HealthCheck), phases=[Phase.generate])
+
+    def call(case) -> None:
+        nonlocal bad_format
+        if isinstance(case.body, dict):
+            case.body.setdefault("max_tokens", 4)
+            for name, cap in _SCHEMA_FUZZ_CAPS.items():
+                if isinstance(case.body.get(name), int) and case.body[name] > cap:
+                    case.body[name] = cap
+        try:
+            r = case.call(base_url=url, headers=headers, timeout=120)
+        except requests.ConnectionError as e:
+            resets.append(f"{case.operation.label}: {type(e).__name__}: {e}")
+            return
+        statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
+        if r.status_code >= 500:
+            fivexx.append(f"{r.status_code} {case.operation.label} {str(case.body)[:120]} -> {r.text[:200]}")
+        if r.status_code >= 400:
+            try:
+                bad_format += set(r.json()["error"]) != OPENAI_ERROR_KEYS
+            except Exception:
+                bad_format += 1
+        try:
+            case.validate_response(r, checks=checks)
+        except BaseExceptionGroup as e:
+            mismatches.append(f"{case.operation.label} [{r.status_code}]: " + " | ".join(
+                str(x).splitlines()[0] for x in e.exceptions))
+
+    cases = 0
+    for operation in (result.ok() for result in schema.get_all_operations()):
+        for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
+            before = sum(statuses.values()) + len(resets)
+            try:
+                config(given(operation.as_strategy(generation_mode=mode))(call))()
+            except Unsatisfiable:
+                pass  # no invalid request exists for an operation without parameters or body
+            cases += sum(statuses.values()) + len(resets) - before
+    return {"cases": cases, "examples_per_operation_and_mode": examples, "statuses": dict(sorted(statuses.items())),
+            "5xx": len(fivexx), "connection_resets": len(resets), "non_openai_error_bodies": bad_format,
+            "schema_mismatches": len(mismatches), "examples_5xx": fivexx[:5], "examples_resets": resets[:5],
+            "examples_mismatches": sorted(set(mismatches))[:5], "valid_request_after": valid_request_ok(url, headers)}
 
 
 # ---- R1: gRPC fuzz ------------------------------------------------------------------------------
@@ -552,25 +620,39 @@ def listening_sockets(pids: list[int]) -> list[str]:
 
 # ---- all ----------------------------------------------------------------------------------------
 
+def warm_up(server: Server, clients: int, settled: float = 0.01, max_rounds: int = 5) -> tuple[list, list]:
+    """Storms of the same traffic until the idle RSS grows by less than `settled` over a round (at
+    least two, at most max_rounds), so that the allocator caches have reached their plateau
+    (docs/reliability.md, "Idle RSS"); R2 compares idle RSS after it with idle RSS after the storm.
+    Returns the storms' figures and the idle RSS after each (MB)."""
+    storms, rss_mb = [], []
+    for i in range(max_rounds):
+        storms.append(asyncio.run(storm(server.url, clients, seed=100 + i)))
+        time.sleep(2)
+        rss_mb.append(round(server.rss / 2**20, 1))
+        if i >= 1 and rss_mb[-1] <= rss_mb[-2] * (1 + settled):
+            break
+    return storms, rss_mb
+
+
 def run_all(short: bool) -> dict:
-    scale = dict(http=400, grpc=150, storm=40, overload=120, queue=8) if short else \
-        dict(http=10000, grpc=1000, storm=500, overload=1000, queue=64)
+    scale = dict(http=400, schema=25, grpc=150, storm=40, overload=120, queue=8) if short else \
+        dict(http=10000, schema=500, grpc=1000, storm=500, overload=1000, queue=64)
     figures: dict = {"short": short, "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                      "machine": f"{os.cpu_count()} CPUs, {os.uname().machine}, {os.uname().release}"}
     server = Server("--max_queue_len=%d" % scale["queue"], grpc=True)
     try:
         figures["idle_rss_start_mb"] = round(server.rss / 2**20, 1)
         figures["http_fuzz"] = asyncio.run(http_fuzz(server.url, scale["http"]))
+        figures["schema_fuzz"] = schema_fuzz(server.url, scale["schema"])
         figures["grpc_fuzz"] = grpc_fuzz(f"127.0.0.1:{server.grpc_port}", scale["grpc"])
-        # Warm-up: the same traffic twice, so that the allocator caches reach their plateau
-        # (docs/reliability.md, "Idle RSS"); R2 compares idle RSS after it with idle RSS after the storm.
-        warm = [asyncio.run(storm(server.url, scale["storm"], seed=100 + i)) for i in range(2)]
-        time.sleep(2)
-        figures["idle_rss_after_warmup_mb"] = round(server.rss / 2**20, 1)
+        warm, warm_rss = warm_up(server, scale["storm"])
+        figures["idle_rss_after_warmup_mb"] = warm_rss[-1]
         figures["storm"] = asyncio.run(storm(server.url, scale["storm"]))
         time.sleep(2)
         figures["idle_rss_after_storm_mb"] = round(server.rss / 2**20, 1)
         figures["storm"]["warmup"] = warm
+        figures["storm"]["idle_rss_after_each_warmup_round_mb"] = warm_rss
         figures["overload"] = asyncio.run(overload(server.url, scale["overload"], pid=server.proc.pid))
         figures["overload"]["max_queue_len"] = scale["queue"]
         figures["listening"] = listening_sockets([server.proc.pid])
@@ -594,6 +676,8 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("http-fuzz"); a.add_argument("--url", required=True); a.add_argument("--n", type=int, default=10000)
     a.add_argument("--concurrency", type=int, default=16)
+    sf = sub.add_parser("schema-fuzz"); sf.add_argument("--url", required=True)
+    sf.add_argument("--examples", type=int, default=500); sf.add_argument("--api_key")
     g = sub.add_parser("grpc-fuzz"); g.add_argument("--target", required=True); g.add_argument("--n", type=int, default=1000)
     s = sub.add_parser("storm"); s.add_argument("--url", required=True); s.add_argument("--clients", type=int, default=500)
     s.add_argument("--drop", type=float, default=0.3)
@@ -604,6 +688,8 @@ def main(argv=None) -> int:
     ns = p.parse_args(argv)
     if ns.cmd == "http-fuzz":
         out = asyncio.run(http_fuzz(ns.url, ns.n, ns.concurrency))
+    elif ns.cmd == "schema-fuzz":
+        out = schema_fuzz(ns.url, ns.examples, ns.api_key)
     elif ns.cmd == "grpc-fuzz":
         out = grpc_fuzz(ns.target, ns.n)
     elif ns.cmd == "storm":

@@ -7,7 +7,7 @@ import uuid
 from typing import Callable
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -18,7 +18,8 @@ from mtpserve.server.admission import AdmissionMiddleware
 from mtpserve.server.async_engine import AsyncEngine, Draining, Overloaded, RequestRefused, RequestStream
 from mtpserve.server.auth import ApiKeyMiddleware, BodySizeLimitMiddleware
 from mtpserve.server.choices import Prompt, Sample, Samples
-from mtpserve.server.errors import APIError, error_body, install_error_handlers
+from mtpserve.server.errors import (APIError, HealthErrorResponse, documented_errors, error_body,
+                                    install_error_handlers)
 from mtpserve.server.metrics import ServerMetrics
 from mtpserve.server.protocol import (ChatCompletionRequest, CompletionRequest, chat_logprobs, completion_logprobs,
                                       echo_logprobs, joined_logprobs, usage)
@@ -79,7 +80,13 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
 
     # ---- service routes -----------------------------------------------------------------------
 
-    @app.get("/health")
+    # The OpenAPI document names every status a route answers, so that clients (and schemathesis)
+    # can check the answers against it; 401 only comes with --api_key.
+    generation_errors = documented_errors(400, 401, 404, 413, 422, 500, 503, 504)
+    generation_ok = {200: {"content": {"text/event-stream": {"schema": {"type": "string"}}},
+                           "description": "the answer, or server-sent events when stream is true"}}
+
+    @app.get("/health", responses={503: {"model": HealthErrorResponse, "description": "draining or unhealthy"}})
     async def get_health():
         ok, reason = check_health()
         if ok and engine.draining:
@@ -91,15 +98,18 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
         return JSONResponse({"status": "unhealthy", **error_body(reason, "service_unavailable",
                                                                  code="service_unavailable")}, status_code=503)
 
-    @app.get("/metrics")
+    # Prometheus text; only its 401 is JSON (the schema is a reference: FastAPI would give it text/plain).
+    @app.get("/metrics", response_class=PlainTextResponse, responses={401: {
+        "description": "Unauthorized",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}}})
     async def get_metrics():
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/v1/models")
+    @app.get("/v1/models", responses=documented_errors(401))
     async def list_models():
         return {"object": "list", "data": [model_card()]}
 
-    @app.get("/v1/models/{model:path}")
+    @app.get("/v1/models/{model:path}", responses=documented_errors(401, 404, 422))
     async def get_model(model: str):
         check_model(model)
         return model_card()
@@ -188,7 +198,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
                      sum(len(s.state.token_ids) for s in chosen if s.state) if generated else 0,
                      sum(s.state.metrics.num_cached_tokens for s in leaders))
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", responses={**generation_ok, **generation_errors})
     async def create_completion(body: CompletionRequest, raw: Request):
         check_model(body.model)
         prompts = [Prompt(await tokenize(p, "prompt"), p) if isinstance(p, str) else Prompt(list(p), None)
@@ -261,7 +271,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
 
         return SSEResponse(events(), on_close=samples.close)
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", responses={**generation_ok, **generation_errors})
     async def create_chat_completion(body: ChatCompletionRequest, raw: Request):
         check_model(body.model)
         try:

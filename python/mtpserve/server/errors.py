@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import uuid
+from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 logger = logging.getLogger("mtpserve.server")
@@ -35,6 +37,27 @@ class APIError(Exception):
 
 def error_body(message: str, type: str, param: str | None = None, code: str | int | None = None) -> dict:
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | int | None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class HealthErrorResponse(ErrorResponse):
+    status: str  # "draining" or "unhealthy"
+
+
+def documented_errors(*statuses: int) -> dict:
+    """The `responses` of a route's OpenAPI entry for the error statuses it can answer, all in
+    OpenAI's shape; 422 replaces FastAPI's own HTTPValidationError, which this server never sends."""
+    return {status: {"model": ErrorResponse, "description": HTTPStatus(status).phrase} for status in statuses}
 
 
 def _short_repr(value, limit: int = 200) -> str:
