@@ -16,12 +16,6 @@ namespace {
 // machine, a fork/join across cores made decode and verify steps of up to 96 tokens slower.
 constexpr int64_t kMinTokensForThreads = 512;
 
-std::vector<const StepInput*> pointers(const std::vector<StepInput>& inputs) {
-  std::vector<const StepInput*> out;
-  for (const auto& input : inputs) out.push_back(&input);
-  return out;
-}
-
 StepKind mtp_kind(size_t forward) { return forward == 0 ? StepKind::kMtpFill : StepKind::kMtpDraft; }
 
 }  // namespace
@@ -40,8 +34,7 @@ ModelRunner::ModelRunner(const DeepSeekV3& target, std::vector<at::Tensor> cache
 at::Tensor ModelRunner::run_target(const StepInput& input) {
   if (input.shape) {
     const GraphKey key{input.shape->seqs, input.shape->query_len};
-    const StepInput* inputs[] = {&input};
-    auto logits = graphs_->replay(key, inputs)[0];
+    auto logits = graphs_->replay(key, {&input, 1})[0];
     target_hidden_ = graph_hidden_;
     last_target_graph_ = key;
     return logits;
@@ -49,19 +42,18 @@ at::Tensor ModelRunner::run_target(const StepInput& input) {
   last_target_graph_.reset();
   const TensorParallel& tp = target_.tp();
   if (tp.enabled() && tp.rank() == 0) send_step(tp, StepKind::kTarget, input.wire);
-  const StepInput* inputs[] = {&input};
+  const std::span<const StepInput> inputs(&input, 1);
   return forward(StepKind::kTarget, device_steps(upload(inputs, device_), inputs)[0]);
 }
 
 at::Tensor ModelRunner::run_drafts(const std::vector<StepInput>& forwards) {
-  const auto inputs = pointers(forwards);
   if (forwards[0].shape) {
     const GraphKey key{forwards[0].shape->seqs, forwards[0].shape->query_len,
                        static_cast<int64_t>(forwards.size()) - 1};
-    return graphs_->replay(key, inputs)[0];
+    return graphs_->replay(key, forwards)[0];
   }
   const TensorParallel& tp = target_.tp();
-  const auto steps = device_steps(upload(inputs, device_), inputs);
+  const auto steps = device_steps(upload(forwards, device_), forwards);
   std::vector<at::Tensor> drafts;
   for (size_t j = 0; j < forwards.size(); ++j) {
     // Announced one at a time: a worker must meet each forward's collectives in rank 0's order.
@@ -72,7 +64,7 @@ at::Tensor ModelRunner::run_drafts(const std::vector<StepInput>& forwards) {
 }
 
 void ModelRunner::run_announced(StepKind kind, const StepInput& input) {
-  const StepInput* inputs[] = {&input};
+  const std::span<const StepInput> inputs(&input, 1);
   forward(kind, device_steps(upload(inputs, device_), inputs)[0]);
 }
 
@@ -108,22 +100,22 @@ bool ModelRunner::capture_graphs(const GraphPlan& plan) {
   std::ranges::sort(plan_.batch_sizes, std::greater<>());
   const int64_t rows = plan_.batch_sizes.front() * (num_speculative_tokens() + 1);
   graph_hidden_ = at::empty({rows, target_.config().hidden_size}, target_.embedding().options());
-  for (int64_t seqs : plan_.batch_sizes) capture_batch(plan_, seqs);  // largest first: they share one pool
+  for (int64_t seqs : plan_.batch_sizes) capture_batch(seqs);  // largest first: they share one pool
   return true;
 }
 
 int64_t ModelRunner::num_speculative_tokens() const { return mtp_ ? plan_.num_speculative_tokens : 0; }
 
-StepShape ModelRunner::shape_of(const GraphPlan& plan, int64_t seqs, int64_t query_len, int64_t samples) const {
-  return {seqs, query_len, samples, plan.table_width, plan.max_context_len};
+StepShape ModelRunner::shape_of(int64_t seqs, int64_t query_len, int64_t samples) const {
+  return {seqs, query_len, samples, plan_.table_width, plan_.max_context_len};
 }
 
 // The target step for every query length 1..k + 1 (a step's k may be below the configured one), and
 // the drafting for every number of recursive forwards 0..k - 1, its fill padded to k + 1 rows.
-void ModelRunner::capture_batch(const GraphPlan& plan, int64_t seqs) {
+void ModelRunner::capture_batch(int64_t seqs) {
   const int64_t k = num_speculative_tokens();
   for (int64_t q = 1; q <= k + 1; ++q) {
-    graphs_->capture({seqs, q}, {StepBuilder(0, shape_of(plan, seqs, q, q)).build()}, [&](const auto& steps) {
+    graphs_->capture({seqs, q}, {StepBuilder(0, shape_of(seqs, q, q)).build()}, [&](const auto& steps) {
       auto logits = forward(StepKind::kTarget, steps[0]);
       graph_hidden_.narrow(0, 0, seqs * q).copy_(target_hidden_);  // where every drafting graph reads it
       return std::vector<at::Tensor>{logits};
@@ -131,8 +123,8 @@ void ModelRunner::capture_batch(const GraphPlan& plan, int64_t seqs) {
   }
   target_hidden_ = graph_hidden_;
   for (int64_t recursions = 0; recursions < k; ++recursions) {
-    std::vector<StepInput> forwards{StepBuilder(0, shape_of(plan, seqs, k + 1, 1)).build()};
-    for (int64_t j = 0; j < recursions; ++j) forwards.push_back(StepBuilder(0, shape_of(plan, seqs, 1, 1)).build());
+    std::vector<StepInput> forwards{StepBuilder(0, shape_of(seqs, k + 1, 1)).build()};
+    for (int64_t j = 0; j < recursions; ++j) forwards.push_back(StepBuilder(0, shape_of(seqs, 1, 1)).build());
     graphs_->capture({seqs, k + 1, recursions}, forwards, [&](const auto& steps) {
       std::vector<at::Tensor> drafts;
       for (size_t j = 0; j < steps.size(); ++j) drafts.push_back(forward(mtp_kind(j), steps[j]));
@@ -146,7 +138,7 @@ std::optional<StepShape> ModelRunner::target_shape(int64_t seqs, int64_t query_l
   // plan_.batch_sizes is descending: the last one that holds `seqs` is the smallest.
   std::optional<StepShape> best;
   for (int64_t size : plan_.batch_sizes) {
-    if (size >= seqs && graphs_->has({size, query_len})) best = shape_of(plan_, size, query_len, query_len);
+    if (size >= seqs && graphs_->has({size, query_len})) best = shape_of(size, query_len, query_len);
   }
   return best;
 }
@@ -156,7 +148,7 @@ std::optional<std::pair<StepShape, StepShape>> ModelRunner::draft_shapes(int64_t
   const int64_t fill_rows = num_speculative_tokens() + 1;
   const GraphKey key{last_target_graph_->seqs, fill_rows, draft_forwards};
   if (seqs > key.seqs || !graphs_->has(key)) return std::nullopt;
-  return std::pair{shape_of(plan_, key.seqs, fill_rows, 1), shape_of(plan_, key.seqs, 1, 1)};
+  return std::pair{shape_of(key.seqs, fill_rows, 1), shape_of(key.seqs, 1, 1)};
 }
 
 }  // namespace mtpserve

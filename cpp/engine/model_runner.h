@@ -66,9 +66,9 @@ class ModelRunner {
  private:
   at::Tensor forward(StepKind kind, const DeviceStep& step);
   at::Tensor run_mtp(const DeviceStep& step, const at::Tensor& tokens, const at::Tensor& previous_hidden);
-  void capture_batch(const GraphPlan& plan, int64_t seqs);
+  void capture_batch(int64_t seqs);
   int64_t num_speculative_tokens() const;
-  StepShape shape_of(const GraphPlan& plan, int64_t seqs, int64_t query_len, int64_t samples_per_seq) const;
+  StepShape shape_of(int64_t seqs, int64_t query_len, int64_t samples_per_seq) const;
 
   const DeepSeekV3& target_;
   std::vector<at::Tensor> caches_;

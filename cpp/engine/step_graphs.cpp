@@ -4,30 +4,19 @@
 
 namespace mtpserve {
 
-namespace {
-
-std::vector<const StepInput*> pointers(const std::vector<StepInput>& inputs) {
-  std::vector<const StepInput*> out;
-  for (const auto& input : inputs) out.push_back(&input);
-  return out;
-}
-
-}  // namespace
-
 void StepGraphs::capture(GraphKey key, const std::vector<StepInput>& inputs, const Body& body) {
-  const auto views = pointers(inputs);
   Captured captured;
-  captured.inputs = upload(views, device_);
+  captured.inputs = upload(inputs, device_);
   // The int32 metadata is converted from the input buffer inside the graph, on every replay.
   kernels::StepGraph* pool = graphs_.empty() ? nullptr : graphs_.begin()->second.graph.get();
-  captured.graph = capture_([&] { captured.outputs = body(device_steps(captured.inputs, views)); }, pool);
+  captured.graph = capture_([&] { captured.outputs = body(device_steps(captured.inputs, inputs)); }, pool);
   // Views that do not own their memory: the pool may hand it to the next capture, so outputs cost no
   // memory beyond the largest graph's working set.
   for (auto& out : captured.outputs) out = at::from_blob(out.data_ptr(), out.sizes(), out.strides(), out.options());
   graphs_[key] = std::move(captured);
 }
 
-const std::vector<at::Tensor>& StepGraphs::replay(GraphKey key, std::span<const StepInput* const> inputs) {
+const std::vector<at::Tensor>& StepGraphs::replay(GraphKey key, std::span<const StepInput> inputs) {
   Captured& captured = graphs_.at(key);
   upload(inputs, device_, captured.inputs);
   captured.graph->replay();

@@ -34,7 +34,7 @@ class StepGraphs {
   void capture(GraphKey key, const std::vector<StepInput>& inputs, const Body& body);
   bool has(GraphKey key) const { return graphs_.contains(key); }
   // Copies `inputs` (of the key's shape) into the graph's input buffer and replays it.
-  const std::vector<at::Tensor>& replay(GraphKey key, std::span<const StepInput* const> inputs);
+  const std::vector<at::Tensor>& replay(GraphKey key, std::span<const StepInput> inputs);
   size_t size() const { return graphs_.size(); }
 
  private:

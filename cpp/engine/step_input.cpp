@@ -48,23 +48,23 @@ std::span<const int64_t> StepInput::packed() const {
   return std::span<const int64_t>(wire).subspan(kHeader, sizes_of(wire).packed());
 }
 
-at::Tensor upload(std::span<const StepInput* const> inputs, const at::Device& device, at::Tensor into) {
+at::Tensor upload(std::span<const StepInput> inputs, const at::Device& device, at::Tensor into) {
   int64_t total = 0;
-  for (const auto* input : inputs) total += static_cast<int64_t>(input->packed().size());
+  for (const auto& input : inputs) total += static_cast<int64_t>(input.packed().size());
   auto host = at::empty({total}, at::TensorOptions(at::kLong).pinned_memory(device.is_cuda()));
   int64_t* dst = host.data_ptr<int64_t>();
-  for (const auto* input : inputs) dst = std::ranges::copy(input->packed(), dst).out;
+  for (const auto& input : inputs) dst = std::ranges::copy(input.packed(), dst).out;
   if (!into.defined()) return host.to(device, /*non_blocking=*/true);
   if (into.numel() != total) throw std::invalid_argument("upload: the inputs do not fit the graph's input buffer");
   into.copy_(host, /*non_blocking=*/true);
   return into;
 }
 
-std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const StepInput* const> inputs) {
+std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const StepInput> inputs) {
   std::vector<DeviceStep> steps;
   int64_t offset = 0;
-  for (const auto* input : inputs) {
-    const WireSizes z = sizes_of(input->wire);
+  for (const auto& input : inputs) {
+    const WireSizes z = sizes_of(input.wire);
     auto part = buffer.narrow(0, offset, z.packed());
     offset += z.packed();
     const int64_t t = z.tokens;
@@ -79,8 +79,8 @@ std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const S
     meta.query_start = part.narrow(0, z.lens(), z.seqs + 1).to(at::kInt);
     meta.context_lens = part.narrow(0, z.lens() + z.seqs + 1, z.seqs).to(at::kInt);
     meta.num_seqs = z.seqs;
-    meta.max_query_len = input->wire[4];
-    meta.max_context_len = input->wire[5];
+    meta.max_query_len = input.wire[4];
+    meta.max_context_len = input.wire[5];
     steps.push_back(std::move(s));
   }
   return steps;

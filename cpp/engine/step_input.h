@@ -43,9 +43,9 @@ struct DeviceStep {
 
 // The packed parts of `inputs`, concatenated, on `device` (one copy; from pinned memory to a GPU).
 // With `into` given, copies into it instead (a graph's static input buffer).
-at::Tensor upload(std::span<const StepInput* const> inputs, const at::Device& device, at::Tensor into = {});
+at::Tensor upload(std::span<const StepInput> inputs, const at::Device& device, at::Tensor into = {});
 // The device views of each input in `buffer` (what upload() returned or filled).
-std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const StepInput* const> inputs);
+std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const StepInput> inputs);
 
 // Rebuilds a StepInput from its wire (tensor-parallel workers).
 StepInput step_input_from_wire(std::span<const int64_t> wire);
