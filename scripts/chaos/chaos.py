@@ -53,6 +53,27 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+def wait_healthy(url: str, alive, timeout_s: float) -> bool:
+    """Polls /health until it answers 200 (True), or until `alive()` turns false or timeout_s passes."""
+    deadline = time.monotonic() + timeout_s
+    while alive() and time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=5).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def openai_error_body(response) -> bool:
+    """Whether an error response's body is in OpenAI's error format."""
+    try:
+        return set(response.json()["error"]) == OPENAI_ERROR_KEYS
+    except Exception:
+        return False
+
+
 def metric(url: str, name: str, headers=None) -> float:
     text = httpx.get(url + "/metrics", headers=headers, timeout=30).text
     total, found = 0.0, False
@@ -81,16 +102,8 @@ class Server:
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self.url = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                if httpx.get(self.url + "/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not start; see {self.log.name}")
-            time.sleep(0.2)
+        if not wait_healthy(self.url, lambda: self.proc.poll() is None, 300):
+            raise RuntimeError(f"the server did not start; see {self.log.name}")
 
     @property
     def rss(self) -> int:
@@ -178,11 +191,7 @@ async def http_fuzz(url: str, n: int = 10000, concurrency: int = 16, seed: int =
                 if r.status_code >= 500:
                     fivexx.append(f"{r.status_code} {method} {route} {raw[:120]!r} -> {r.text[:200]}")
                 if r.status_code >= 400:
-                    try:
-                        ok = set(r.json()["error"]) == OPENAI_ERROR_KEYS
-                    except Exception:
-                        ok = False
-                    bad_format += not ok
+                    bad_format += not openai_error_body(r)
                 elif r.headers.get("content-type", "").startswith("text/event-stream"):
                     pass
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -233,10 +242,7 @@ def schema_fuzz(url: str, examples: int = 500, api_key: str | None = None) -> di
         if r.status_code >= 500:
             fivexx.append(f"{r.status_code} {case.operation.label} {str(case.body)[:120]} -> {r.text[:200]}")
         if r.status_code >= 400:
-            try:
-                bad_format += set(r.json()["error"]) != OPENAI_ERROR_KEYS
-            except Exception:
-                bad_format += 1
+            bad_format += not openai_error_body(r)
         try:
             case.validate_response(r, checks=checks)
         except BaseExceptionGroup as e:
@@ -449,16 +455,8 @@ def rank_kill(which: str = "worker") -> dict:
     launcher = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                if httpx.get(url + "/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if launcher.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"launch did not come up; see {log.name}")
-            time.sleep(0.2)
+        if not wait_healthy(url, lambda: launcher.poll() is None, 300):
+            raise RuntimeError(f"launch did not come up; see {log.name}")
         pids = [int(line.split("pid ")[1]) for line in Path(log.name).read_text().splitlines()
                 if "mtpserve.launch: rank" in line and "pid " in line][:2]
         import threading

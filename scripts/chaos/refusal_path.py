@@ -99,15 +99,7 @@ def main(argv=None) -> int:
     server.start()
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(url + "/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert server.is_alive() and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.2)
+        assert chaos.wait_healthy(url, server.is_alive, 120), "the server did not start"
         print(json.dumps(asyncio.run(measure(url, server.pid, ns.n, ns.queue)), indent=2))
     finally:
         server.terminate()
