@@ -7,6 +7,8 @@
 #   sanitize  compute-sanitizer memcheck over the CUDA kernel tests
 #   bench     the attention and MoE kernel benchmarks (JSON + tables)
 #   rate      the bf16 divergence rate of greedy MTP vs k = 0 on the GPU (scripts/mtp_divergence.py)
+#   invariant --batch_invariant on the GPU: its kernels under compute-sanitizer, the bf16 divergence rate of
+#             greedy MTP vs k = 0 with it (expected 0), and its cost in offline tokens/s (on vs off, graphs on)
 #   offline   offline decode tokens/s with MTP k = 0..3, CUDA graphs off and on (scripts/bench_offline.py), bf16
 #   versus    mtpserve vs transformers' generate on the same GPU (scripts/bench_vs_transformers.py)
 #   realdims  P4: a 2-layer DeepSeek-V3 stack at real dims vs its floor (scripts/bench_real_dims.py; ~80 GB:
@@ -16,7 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/mtpserve-gpu}
 mkdir -p "$out"
-stages=${STAGES:-test sanitize bench rate offline versus profile}
+stages=${STAGES:-test sanitize invariant bench rate offline versus profile}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PATH=/usr/local/cuda/bin:$PATH CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
 if compgen -G ".whl/*.whl" > /dev/null; then
@@ -51,6 +53,15 @@ for stage in $stages; do
     bench)
       timeout 240 python3 scripts/bench_mla_attention.py --out "$out" 2>&1 | tail -30 || status=1
       timeout 180 python3 scripts/bench_moe.py --out "$out" 2>&1 | tail -15 || status=1 ;;
+    invariant)
+      timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -p no:cacheprovider -x \
+        tests/test_batch_invariance.py -k "cuda and not greedy and not seeded" > "$out/sanitizer_invariant.log" 2>&1 \
+        || status=1
+      tail -3 "$out/sanitizer_invariant.log"
+      timeout 300 python3 scripts/mtp_divergence.py --devices cuda:0 --dtype bfloat16 --batches 1 8 32 64 \
+        --batch-invariant --out "$out" 2>&1 | tail -8 || status=1
+      timeout 400 python3 scripts/bench_offline.py --devices cuda:0 --dtype bfloat16 --ks 0 1 2 3 --batch-invariant both \
+        --batch-sizes 1 8 32 64 --out "$out/offline_gpu_batch_invariant.json" 2>&1 | tail -40 || status=1 ;;
     rate)
       timeout 240 python3 scripts/mtp_divergence.py --devices cuda:0 --dtype bfloat16 --out "$out" 2>&1 | tail -8 \
         || status=1 ;;

@@ -2,13 +2,15 @@
 whatever else is in the step, so in bf16 as in fp32 greedy MTP (k = 1..3) equals k = 0 token for
 token, a request's output is the same alone and in any batch, and a seeded sampled request gives the
 same tokens alone and amid other traffic. Kernel-level checks first, then the engine end to end on
-the embedded model (default bf16) and the tiny random model."""
+the embedded model (default bf16) and the tiny random model; each on the CPU and, where there is one,
+the GPU (marker cuda; CUDA graphs on there, so decode steps also run padded to graph buckets)."""
 import argparse
 import random
 
 import pytest
 import torch
 
+from conftest import DEVICES
 from mtpserve import LLM, _C
 from mtpserve.cli import add_engine_flags, engine_args
 from mtpserve.engine_args import DEFAULT_MODEL
@@ -28,13 +30,19 @@ def threads(request):
     torch.set_num_threads(before)
 
 
+@pytest.fixture(params=DEVICES)
+def on(request):
+    """Moves tensors made on the CPU (seeded generators) to the device under test."""
+    return lambda t: t.to(request.param)
+
+
 def assert_rows_invariant(op, row, width, dtype, seed=0):
     """op(x)[i] for x = `row` placed at every position of batches of every size equals op(row alone)."""
     g = torch.Generator().manual_seed(seed)
     alone = op(row.unsqueeze(0))[0]
     for m in ROW_COUNTS:
         for pos in {0, m // 2, m - 1}:
-            x = torch.randn(m, width, generator=g).to(dtype)
+            x = torch.randn(m, width, generator=g).to(dtype).to(row.device)
             x[pos] = row
             assert torch.equal(op(x)[pos], alone), f"rows={m} position={pos}"
 
@@ -45,36 +53,36 @@ LINEAR_SHAPES = [(256, 128), (128, 192), (256, 80), (128, 256), (256, 1536), (76
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAMES.get)
-def test_linear_rows_are_batch_invariant(dtype, threads):
+def test_linear_rows_are_batch_invariant(dtype, threads, on):
     g = torch.Generator().manual_seed(1)
     for k, n in LINEAR_SHAPES:
-        w = (0.1 * torch.randn(n, k, generator=g)).to(dtype)
-        row = torch.randn(k, generator=g).to(dtype)
+        w = on((0.1 * torch.randn(n, k, generator=g)).to(dtype))
+        row = on(torch.randn(k, generator=g).to(dtype))
         assert_rows_invariant(lambda x: BI.linear(x, w), row, k, dtype)
         torch.testing.assert_close(BI.linear(row[None], w).float(), _C.linear(row[None], w).float(),
                                    rtol=2e-2, atol=2e-2)
-    router = torch.randn(16, 256, generator=g)
-    assert_rows_invariant(lambda x: BI.linear(x, router), torch.randn(256, generator=g), 256, torch.float32)
+    router = on(torch.randn(16, 256, generator=g))
+    assert_rows_invariant(lambda x: BI.linear(x, router), on(torch.randn(256, generator=g)), 256, torch.float32)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAMES.get)
-def test_head_matmul_and_row_ops_are_batch_invariant(dtype, threads):
+def test_head_matmul_and_row_ops_are_batch_invariant(dtype, threads, on):
     g = torch.Generator().manual_seed(2)
     heads = 4
     for k, n in ((32, 64), (64, 32), (16, 32), (32, 16)):
-        w = (0.1 * torch.randn(heads, k, n, generator=g)).to(dtype)
-        row = torch.randn(heads * k, generator=g).to(dtype)
+        w = on((0.1 * torch.randn(heads, k, n, generator=g)).to(dtype))
+        row = on(torch.randn(heads * k, generator=g).to(dtype))
         op = lambda x: BI.head_matmul(x.view(x.size(0), heads, k), w).reshape(x.size(0), -1)
         assert_rows_invariant(op, row, heads * k, dtype)
     for dim in (256, 128, 64, 24):
-        weight = (1 + 0.1 * torch.randn(dim, generator=g)).to(dtype)
-        row = torch.randn(dim, generator=g).to(dtype)
+        weight = on((1 + 0.1 * torch.randn(dim, generator=g)).to(dtype))
+        row = on(torch.randn(dim, generator=g).to(dtype))
         assert_rows_invariant(lambda x: BI.rms_norm(x, weight, 1e-6), row, dim, dtype)
         assert_rows_invariant(lambda x: BI.add_rms_norm(x, x.flip(1), weight, 1e-6)[1], row, dim, dtype)
         torch.testing.assert_close(BI.rms_norm(row[None], weight, 1e-6).float(),
                                    _C.rms_norm(row[None], weight, 1e-6).float(), rtol=2e-2, atol=2e-2)
     for width in (1536, 192, 128, 64):
-        row = torch.randn(width, generator=g).to(dtype)
+        row = on(torch.randn(width, generator=g).to(dtype))
         assert_rows_invariant(BI.silu_and_mul, row, width, dtype)
         torch.testing.assert_close(BI.silu_and_mul(row[None]).float(), _C.silu_and_mul(row[None]).float(),
                                    rtol=2e-2, atol=2e-2)
@@ -83,13 +91,14 @@ def test_head_matmul_and_row_ops_are_batch_invariant(dtype, threads):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAMES.get)
 @pytest.mark.parametrize("experts,groups,topk_group,top_k,hidden,inter",
                          [(16, 4, 2, 4, 256, 64), (8, 2, 1, 2, 64, 32)], ids=["embedded", "tiny"])
-def test_routing_and_moe_are_batch_invariant(dtype, threads, experts, groups, topk_group, top_k, hidden, inter):
+def test_routing_and_moe_are_batch_invariant(dtype, threads, on, experts, groups, topk_group, top_k, hidden,
+                                              inter):
     g = torch.Generator().manual_seed(3)
-    bias = 0.1 * torch.randn(experts, generator=g)
-    gate_up = (0.1 * torch.randn(experts, 2 * inter, hidden, generator=g)).to(dtype)
-    down = (0.1 * torch.randn(experts, hidden, inter, generator=g)).to(dtype)
+    bias = on(0.1 * torch.randn(experts, generator=g))
+    gate_up = on((0.1 * torch.randn(experts, 2 * inter, hidden, generator=g)).to(dtype))
+    down = on((0.1 * torch.randn(experts, hidden, inter, generator=g)).to(dtype))
     route = lambda logits: BI.route_noaux_tc(logits, bias, groups, topk_group, top_k, True, 2.5)
-    logits = torch.randn(64, experts, generator=g)
+    logits = on(torch.randn(64, experts, generator=g))
     w_bi, e_bi = route(logits)
     w_ref, e_ref = _C.route_noaux_tc(logits, bias, groups, topk_group, top_k, True, 2.5)
     order = e_ref.argsort(1)
@@ -98,46 +107,54 @@ def test_routing_and_moe_are_batch_invariant(dtype, threads, experts, groups, to
     assert_rows_invariant(lambda x: torch.cat([t.float() for t in route(x)], 1), logits[0], experts, torch.float32)
 
     def moe(x):
-        weights, chosen = route(x.float() @ torch.ones(hidden, experts).float().mul(0.01) + x.float()[:, :experts])
+        weights, chosen = route(BI.linear(x.float(), on(torch.full((experts, hidden), 0.01))) + x.float()[:, :experts])
         return BI.moe_experts(x, gate_up, down, weights, chosen)
-    row = torch.randn(hidden, generator=g).to(dtype)
+    row = on(torch.randn(hidden, generator=g).to(dtype))
     assert_rows_invariant(moe, row, hidden, dtype)
-    x = torch.randn(8, hidden, generator=g).to(dtype)
+    x = on(torch.randn(8, hidden, generator=g).to(dtype))
     weights, chosen = route(x.float()[:, :experts])
     torch.testing.assert_close(BI.moe_experts(x, gate_up, down, weights, chosen).float(),
                                _C.moe_experts(x, gate_up, down, weights, chosen).float(), rtol=3e-2, atol=3e-2)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAMES.get)
-def test_attention_row_is_the_same_in_decode_verify_and_prefill(dtype, threads):
+@pytest.mark.parametrize("ctx", [45, 1300], ids=["one-split", "split-kv"])
+def test_attention_row_is_the_same_in_decode_verify_and_prefill(dtype, threads, on, ctx):
     """The last query row of a sequence with context c: alone (decode), as the last of k + 1 verify
-    rows, inside a prefill chunk, and beside other sequences of any length."""
+    rows, inside a prefill chunk, and beside other sequences of any length. With 1300 positions and
+    an 8192-row cache the GPU splits the KV (at fixed 256-position boundaries), and the other
+    sequences change how many splits the launch has."""
     g = torch.Generator().manual_seed(4)
-    heads, lora, rope, block, ctx = 4, 64, 16, 8, 45
-    cache = torch.randn(32, block, lora + rope, generator=g).to(dtype)
-    table = torch.randperm(32, generator=g)[:8].to(torch.int32)
-    other_table = torch.randperm(32, generator=g)[:8].to(torch.int32)
-    q_all = torch.randn(ctx, heads, lora + rope, generator=g).to(dtype)
+    heads, lora, rope, block = 4, 64, 16, 8
+    blocks = 32 if ctx < 100 else 1024
+    cache = on(torch.randn(blocks, block, lora + rope, generator=g).to(dtype))
+    width = (ctx + 40 + block - 1) // block
+    table = on(torch.randperm(blocks, generator=g)[:width].to(torch.int32))
+    other_table = on(torch.randperm(blocks, generator=g)[:width].to(torch.int32))
+    q_all = on(torch.randn(ctx, heads, lora + rope, generator=g).to(dtype))
 
     def last_row(q_len, others):
-        """Sequence under test first or last among `others` (query lengths), its last q_len rows queried."""
+        """Sequence under test first or last among `others` (query lengths), its last q_len rows queried;
+        the others' contexts end 3 positions before or 40 after the sequence's."""
         seqs = [(q_len, ctx, table, q_all[ctx - q_len:])]
-        for n in others:
-            seqs.append((n, ctx - 3, other_table, torch.randn(n, heads, lora + rope, generator=g).to(dtype)))
+        for i, n in enumerate(others):
+            seqs.append((n, ctx - 3 if i % 2 == 0 else ctx + 40, other_table,
+                         on(torch.randn(n, heads, lora + rope, generator=g).to(dtype))))
         if len(others) % 2:
             seqs.reverse()
         q = torch.cat([s[3] for s in seqs])
         starts = [0]
         for s in seqs:
             starts.append(starts[-1] + s[0])
-        out = BI.mla_attention(q, cache, torch.stack([s[2] for s in seqs]), torch.tensor(starts, dtype=torch.int32),
-                               torch.tensor([s[1] for s in seqs], dtype=torch.int32), max(s[0] for s in seqs),
-                               ctx, lora, 0.1)
+        out = BI.mla_attention(q, cache, torch.stack([s[2] for s in seqs]),
+                               on(torch.tensor(starts, dtype=torch.int32)),
+                               on(torch.tensor([s[1] for s in seqs], dtype=torch.int32)), max(s[0] for s in seqs),
+                               max(s[1] for s in seqs), lora, 0.1)
         mine = [i for i, s in enumerate(seqs) if s[2] is table][0]
         return out[starts[mine + 1] - 1]
 
     alone = last_row(1, [])
-    for q_len in (1, 2, 4, 17, ctx):
+    for q_len in (1, 2, 4, 17, ctx) if ctx < 100 else (1, 2, 4, 17):
         for others in ([], [1], [4, 4, 4], [1, 30], [20]):
             assert torch.equal(last_row(q_len, others), alone), f"q_len={q_len} others={others}"
 
@@ -166,6 +183,7 @@ def tokens(outputs):
 # and verifies; batch 8 shares a 24-token prefix (prefix-cache hits on the second pass).
 ENGINE = dict(block_size=8, max_cache_blocks=1024, max_tokens_per_batch=48, batch_invariant=True)
 BATCHES = {1: prompts(1, 30), 8: prompts(8, 31, shared=24), 32: prompts(32, 32)}
+GPU_BATCHES = {**BATCHES, 64: prompts(64, 35)}
 MODELS = ["embedded", "tiny"]
 
 
@@ -173,16 +191,18 @@ def model_path(name, tiny_model_dir):
     return str(DEFAULT_MODEL if name == "embedded" else tiny_model_dir)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 @pytest.mark.parametrize("model", MODELS)
-def test_greedy_mtp_equals_no_mtp_token_for_token(model, dtype, tiny_model_dir):
+def test_greedy_mtp_equals_no_mtp_token_for_token(model, dtype, device, tiny_model_dir):
     path = model_path(model, tiny_model_dir)
     greedy = SamplingParams(temperature=0, max_tokens=24 if model == "embedded" else 40, ignore_eos=True)
+    batches = BATCHES if device == "cpu" else GPU_BATCHES
     reference = None
     for k in (0, 1, 2, 3):
-        llm = LLM(path, dtype=dtype, num_speculative_tokens=k, **ENGINE)
+        llm = LLM(path, dtype=dtype, devices=device, num_speculative_tokens=k, **ENGINE)
         try:
-            got = {n: tokens(llm.generate(batch, greedy)) for n, batch in BATCHES.items()}
+            got = {n: tokens(llm.generate(batch, greedy)) for n, batch in batches.items()}
             got["8 again"] = tokens(llm.generate(BATCHES[8], greedy))  # served from the prefix cache
             assert llm.stats().prefix_hits > 0
             if k == 0:

@@ -28,12 +28,9 @@ const KernelOps& ops_for(const at::Device& device, bool batch_invariant) {
     }
 #ifdef MTPSERVE_WITH_CUDA
     case at::DeviceType::CUDA: {
-      if (batch_invariant) {
-        throw std::invalid_argument("--batch_invariant: no batch-invariant kernels for device " + device.str() +
-                                    " yet (the CPU has them)");
-      }
       static const KernelOps fast = with_generic(cuda::ops());
-      return fast;
+      static const KernelOps invariant = with_generic(cuda::batch_invariant_ops());
+      return batch_invariant ? invariant : fast;
     }
 #endif
     default:

@@ -50,6 +50,8 @@ const KernelOps& batch_invariant_ops();
 #ifdef MTPSERVE_WITH_CUDA
 namespace cuda {
 const KernelOps& ops();
+// Row-invariant kernels (kernels/cuda/batch_invariant_cuda.h).
+const KernelOps& batch_invariant_ops();
 }  // namespace cuda
 #endif
 

@@ -64,8 +64,11 @@ void write_latent_cache(const at::Tensor& cache, const at::Tensor& rows_in, cons
   check_launch(launch_write_latent_cache(p, stream_of(cache)), "write_latent_cache");
 }
 
-at::Tensor mla_attention(const at::Tensor& q_in, const at::Tensor& cache, const AttentionMetadata& meta,
-                         int64_t kv_lora_rank, double scale) {
+namespace {
+
+// Both tables' attention: the fast one picks its KV splits per step, the batch-invariant one fixes them.
+at::Tensor run_mla_attention(const at::Tensor& q_in, const at::Tensor& cache, const AttentionMetadata& meta,
+                             int64_t kv_lora_rank, double scale, bool fixed_splits) {
   c10::cuda::CUDAGuard guard(q_in.device());
   check_attention_inputs(q_in, cache, meta, kv_lora_rank);
   const int64_t tokens = q_in.size(0), heads = q_in.size(1), dim = q_in.size(2);
@@ -75,11 +78,31 @@ at::Tensor mla_attention(const at::Tensor& q_in, const at::Tensor& cache, const 
   auto tables = meta.block_tables.contiguous();
   auto query_start = meta.query_start.contiguous();
   auto context_lens = meta.context_lens.contiguous();
-  MlaAttentionLaunch p{q.data_ptr(), cache.data_ptr(), tables.data_ptr<int32_t>(), query_start.data_ptr<int32_t>(),
-                       context_lens.data_ptr<int32_t>(), out.data_ptr(), nullptr, nullptr, tokens, heads, dim,
-                       kv_lora_rank, meta.num_seqs, tables.size(1), cache.size(1), meta.max_query_len, 1,
-                       static_cast<float>(scale), dtype_of(q, "mla_attention")};
-  p.splits = mla_attention_splits(p, meta.max_context_len, multiprocessor_count(q.device().index()));
+  MlaAttentionLaunch p{.q = q.data_ptr(),
+                       .cache = cache.data_ptr(),
+                       .block_tables = tables.data_ptr<int32_t>(),
+                       .query_start = query_start.data_ptr<int32_t>(),
+                       .context_lens = context_lens.data_ptr<int32_t>(),
+                       .out = out.data_ptr(),
+                       .partial = nullptr,
+                       .lse = nullptr,
+                       .tokens = tokens,
+                       .heads = heads,
+                       .dim = dim,
+                       .kv_lora = kv_lora_rank,
+                       .num_seqs = meta.num_seqs,
+                       .table_width = tables.size(1),
+                       .block_size = cache.size(1),
+                       .max_query_len = meta.max_query_len,
+                       .splits = 1,
+                       .split_tokens = 0,
+                       .scale = static_cast<float>(scale),
+                       .dtype = dtype_of(q, "mla_attention")};
+  if (fixed_splits) {
+    fixed_kv_splits(p, meta.max_context_len, cache.size(0) * cache.size(1));
+  } else {
+    p.splits = mla_attention_splits(p, meta.max_context_len, multiprocessor_count(q.device().index()));
+  }
   at::Tensor workspace;
   if (p.splits > 1) {  // partial outputs [splits, tokens * heads, kv_lora], then lse [splits, tokens * heads]
     const int64_t rows = p.splits * tokens * heads;
@@ -89,6 +112,18 @@ at::Tensor mla_attention(const at::Tensor& q_in, const at::Tensor& cache, const 
   }
   check_launch(launch_mla_attention(p, stream_of(q)), "mla_attention");
   return out;
+}
+
+}  // namespace
+
+at::Tensor mla_attention(const at::Tensor& q, const at::Tensor& cache, const AttentionMetadata& meta,
+                         int64_t kv_lora_rank, double scale) {
+  return run_mla_attention(q, cache, meta, kv_lora_rank, scale, /*fixed_splits=*/false);
+}
+
+at::Tensor mla_attention_batch_invariant(const at::Tensor& q, const at::Tensor& cache, const AttentionMetadata& meta,
+                                         int64_t kv_lora_rank, double scale) {
+  return run_mla_attention(q, cache, meta, kv_lora_rank, scale, /*fixed_splits=*/true);
 }
 
 }  // namespace mtpserve::kernels::cuda

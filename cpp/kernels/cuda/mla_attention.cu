@@ -123,7 +123,8 @@ __device__ __forceinline__ bool tile_work(const MlaAttentionLaunch& p, TileWork&
   w.context = p.context_lens[s];
   const int last_visible = w.context - w.q_len + (w.first_entry + w.count - 1) / static_cast<int>(p.heads);
   const int kv_len = max(0, min(w.context, last_visible + 1));
-  const int chunk = static_cast<int>(ceil_div(ceil_div(kv_len, p.splits), kSplitAlign) * kSplitAlign);
+  const int chunk = p.split_tokens > 0 ? p.split_tokens
+                                       : static_cast<int>(ceil_div(ceil_div(kv_len, p.splits), kSplitAlign) * kSplitAlign);
   w.begin = min(kv_len, split * chunk);
   w.end = min(kv_len, w.begin + chunk);
   return true;
@@ -581,6 +582,15 @@ int mla_attention_splits(const MlaAttentionLaunch& p, int64_t max_context_len, i
     }
   }
   return best;
+}
+
+void fixed_kv_splits(MlaAttentionLaunch& p, int64_t max_context_len, int64_t cache_rows) {
+  p.splits = 1;
+  p.split_tokens = 0;
+  if (!uses_mma(p)) return;  // the SIMT kernel walks every row's KV in one order already
+  const int64_t span = ceil_div(std::max<int64_t>(cache_rows, 1), kMaxSplits);
+  p.split_tokens = static_cast<int32_t>(std::max<int64_t>(kMinSplitTokens, ceil_div(span, kSplitAlign) * kSplitAlign));
+  p.splits = static_cast<int32_t>(std::clamp<int64_t>(ceil_div(max_context_len, p.split_tokens), 1, kMaxSplits));
 }
 
 cudaError_t launch_mla_attention(const MlaAttentionLaunch& p, cudaStream_t stream) {

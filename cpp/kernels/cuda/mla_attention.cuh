@@ -19,7 +19,8 @@ struct MlaAttentionLaunch {
   float* partial;               // [splits, tokens * heads, kv_lora] when splits > 1, else null
   float* lse;                   // [splits, tokens * heads] log2-sum-exp of each split, when splits > 1
   int64_t tokens, heads, dim, kv_lora, num_seqs, table_width, block_size, max_query_len;
-  int32_t splits;  // from mla_attention_splits
+  int32_t splits;        // from mla_attention_splits or fixed_kv_splits
+  int32_t split_tokens;  // > 0: split z covers KV positions [z, z + 1) * split_tokens (fixed_kv_splits)
   float scale;
   DType dtype;
 };
@@ -27,6 +28,12 @@ struct MlaAttentionLaunch {
 // How many KV splits the launch uses: more when few blocks would otherwise fill the GPU, 1 for short
 // contexts and for the SIMT kernel. `sm_count` is multiprocessor_count() of the launch's device.
 int mla_attention_splits(const MlaAttentionLaunch& p, int64_t max_context_len, int sm_count);
+
+// Batch-invariant splits (--batch_invariant): boundaries at fixed multiples of a split length that
+// depends on the cache's capacity alone, so a query row meets the same KV splits, in the same order,
+// in every step whatever the other sequences and its own number of query rows; splits with nothing
+// visible to a row contribute exactly nothing to its combine. Sets p.splits and p.split_tokens.
+void fixed_kv_splits(MlaAttentionLaunch& p, int64_t max_context_len, int64_t cache_rows);
 
 // The multiprocessor count of `device`, queried once per device.
 int multiprocessor_count(int device);

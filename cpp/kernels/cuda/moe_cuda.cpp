@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/cuda/moe_gemv.cuh"
@@ -42,13 +43,6 @@ void validate_routing(const at::Tensor& logits, const at::Tensor& bias, const Ro
               "] and at most the experts of topk_group groups");
 }
 
-// bf16 rows of 16-byte multiples on 16-byte aligned bases: what the GEMV kernels and _grouped_mm's
-// CUTLASS path read.
-bool bf16_rows_fit(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down) {
-  return x.scalar_type() == at::kBFloat16 && x.size(1) % 8 == 0 && down.size(2) % 8 == 0 && gate_up.is_contiguous() &&
-         down.is_contiguous() && aligned16(gate_up) && aligned16(down);
-}
-
 // _grouped_mm's CUTLASS path runs on sm90/sm100; elsewhere it falls back to a per-expert loop with a
 // host sync, which we never take.
 bool grouped_mm_fits(const at::Tensor& x) {
@@ -56,6 +50,14 @@ bool grouped_mm_fits(const at::Tensor& x) {
   return major == 9 || major == 10;
 }
 
+// Rows of 16-byte multiples on 16-byte aligned bases: what the GEMV kernels read.
+bool gemv_rows_fit(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down) {
+  const int64_t elems = 16 / x.element_size();
+  return x.size(1) % elems == 0 && down.size(2) % elems == 0 && gate_up.is_contiguous() && down.is_contiguous() &&
+         aligned16(gate_up) && aligned16(down);
+}
+
+// The expert GEMVs over the tokens, as many launches as the grid takes.
 at::Tensor gemv_experts(const at::Tensor& x_in, const at::Tensor& gate_up, const at::Tensor& down,
                         const Routing& routing) {
   auto x = x_in.contiguous();
@@ -64,14 +66,36 @@ at::Tensor gemv_experts(const at::Tensor& x_in, const at::Tensor& gate_up, const
   const int64_t tokens = x.size(0), hidden = x.size(1), inter = down.size(2), top_k = chosen.size(1);
   auto h = at::empty({tokens * top_k, inter}, x.options());
   auto out = at::empty({tokens, hidden}, x.options());
-  const ExpertGemvLaunch p{reinterpret_cast<const __nv_bfloat16*>(x.data_ptr()),
-                           reinterpret_cast<const __nv_bfloat16*>(gate_up.data_ptr()),
-                           reinterpret_cast<const __nv_bfloat16*>(down.data_ptr()), chosen.data_ptr<int64_t>(),
-                           weights.data_ptr<float>(), reinterpret_cast<__nv_bfloat16*>(h.data_ptr()),
-                           reinterpret_cast<__nv_bfloat16*>(out.data_ptr()), tokens, top_k, hidden, inter,
-                           gate_up.size(0)};
-  check_launch(launch_expert_gemv(p, stream_of(x)), "moe_experts: expert GEMVs");
+  const int64_t per_launch = kMaxLaunchAssignments / top_k;
+  for (int64_t first = 0; first < tokens; first += per_launch) {
+    const int64_t n = std::min(per_launch, tokens - first);
+    const ExpertGemvLaunch p{x[first].data_ptr(), gate_up.data_ptr(), down.data_ptr(),
+                             chosen[first].data_ptr<int64_t>(), weights[first].data_ptr<float>(),
+                             h[first * top_k].data_ptr(), out[first].data_ptr(), n, top_k, hidden, inter,
+                             gate_up.size(0), dtype_of(x, "moe_experts")};
+    check_launch(launch_expert_gemv(p, stream_of(x)), "moe_experts: expert GEMVs");
+  }
   return out;
+}
+
+// What both tables check before any path runs.
+void validate_experts(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down, const Routing& routing) {
+  require(x.is_cuda() && x.dim() == 2, "moe_experts: x must be a CUDA tensor [tokens, hidden]");
+  require_on(gate_up, x, "gate_up");
+  require_on(down, x, "down");
+  require_on(routing.weights, x, "the routing weights");
+  require_on(routing.experts, x, "the routing experts");
+  const int64_t tokens = x.size(0), hidden = x.size(1);
+  require(gate_up.dim() == 3 && down.dim() == 3 && gate_up.size(2) == hidden && down.size(1) == hidden &&
+              down.size(0) == gate_up.size(0) && gate_up.size(1) == 2 * down.size(2),
+          "moe_experts: gate_up must be [experts, 2 * inter, hidden] and down [experts, hidden, inter]");
+  require(gate_up.scalar_type() == x.scalar_type() && down.scalar_type() == x.scalar_type(),
+          "moe_experts: the expert weights must have x's dtype");
+  require(routing.experts.dim() == 2 && routing.experts.size(0) == tokens &&
+              routing.experts.scalar_type() == at::kLong && routing.weights.sizes() == routing.experts.sizes(),
+          "moe_experts: routing weights and experts (int64) must be [tokens, top_k]");
+  require(gate_up.size(0) <= kMaxExperts, "moe_experts: at most " + std::to_string(kMaxExperts) + " experts");
+  dtype_of(x, "moe_experts");  // throws for a dtype no path takes
 }
 
 at::Tensor grouped_experts(const at::Tensor& x_in, const at::Tensor& gate_up, const at::Tensor& down,
@@ -128,29 +152,29 @@ Routing route_noaux_tc(const at::Tensor& router_logits, const at::Tensor& correc
 
 at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down,
                        const Routing& routing) {
-  require(x.is_cuda() && x.dim() == 2, "moe_experts: x must be a CUDA tensor [tokens, hidden]");
-  require_on(gate_up, x, "gate_up");
-  require_on(down, x, "down");
-  require_on(routing.weights, x, "the routing weights");
-  require_on(routing.experts, x, "the routing experts");
-  const int64_t tokens = x.size(0), hidden = x.size(1);
-  require(gate_up.dim() == 3 && down.dim() == 3 && gate_up.size(2) == hidden && down.size(1) == hidden &&
-              down.size(0) == gate_up.size(0) && gate_up.size(1) == 2 * down.size(2),
-          "moe_experts: gate_up must be [experts, 2 * inter, hidden] and down [experts, hidden, inter]");
-  require(gate_up.scalar_type() == x.scalar_type() && down.scalar_type() == x.scalar_type(),
-          "moe_experts: the expert weights must have x's dtype");
-  require(routing.experts.dim() == 2 && routing.experts.size(0) == tokens &&
-              routing.experts.scalar_type() == at::kLong && routing.weights.sizes() == routing.experts.sizes(),
-          "moe_experts: routing weights and experts (int64) must be [tokens, top_k]");
-  require(gate_up.size(0) <= kMaxExperts, "moe_experts: at most " + std::to_string(kMaxExperts) + " experts");
-  dtype_of(x, "moe_experts");  // throws for a dtype no path takes
+  validate_experts(x, gate_up, down, routing);
   c10::cuda::CUDAGuard guard(x.device());
-  if (tokens == 0) return at::empty({0, hidden}, x.options());
-  if (!bf16_rows_fit(x, gate_up, down)) return moe_all_experts(x, gate_up, down, routing);
+  const int64_t tokens = x.size(0);
+  if (tokens == 0) return at::empty({0, x.size(1)}, x.options());
+  if (x.scalar_type() != at::kBFloat16 || !gemv_rows_fit(x, gate_up, down)) {
+    return moe_all_experts(x, gate_up, down, routing);
+  }
   const int64_t top_k = routing.experts.size(1);
   if (top_k <= kMaxGemvTopK && tokens * top_k <= kMaxGemvAssignments) return gemv_experts(x, gate_up, down, routing);
   if (!grouped_mm_fits(x)) return moe_all_experts(x, gate_up, down, routing);
   return grouped_experts(x, gate_up, down, routing);
+}
+
+at::Tensor moe_experts_batch_invariant(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down,
+                                       const Routing& routing) {
+  validate_experts(x, gate_up, down, routing);
+  c10::cuda::CUDAGuard guard(x.device());
+  require(gemv_rows_fit(x, gate_up, down) && routing.experts.size(1) <= kMaxGemvTopK,
+          "moe_experts (--batch_invariant): hidden and moe_intermediate_size must be multiples of " +
+              std::to_string(16 / x.element_size()) + " and top_k at most " + std::to_string(kMaxGemvTopK) +
+              ", with contiguous 16-byte aligned expert weights");
+  if (x.size(0) == 0) return at::empty({0, x.size(1)}, x.options());
+  return gemv_experts(x, gate_up, down, routing);
 }
 
 }  // namespace mtpserve::kernels::cuda
