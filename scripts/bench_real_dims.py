@@ -6,6 +6,7 @@ routed scaling 2.5, vocabulary 129280, both layers MoE, plus one MTP layer of th
 for k > 0; its drafts are random, so every verify step verifies k drafts). Each of B sequences has a
 4096-token context; the engine runs with CUDA graphs and the fixed policy. The step time is the engine's
 own CUDA-event time of the target step, averaged over the steps in which every sequence decodes.
+`--batch-invariant both` runs the same weights with the default and the batch-invariant kernels.
 
 Floor = bytes the step must read / device copy bandwidth (1 GiB copy_ in the same run): every attention
 weight, the shared expert and router, the expected distinct routed experts for B * (k + 1) tokens under
@@ -67,8 +68,7 @@ def layer_weights(layer: int) -> dict[str, torch.Tensor]:
     }
 
 
-def build_model():
-    config = parse_config(CONFIG)
+def build_weights() -> dict[str, torch.Tensor]:
     weights = {"model.embed_tokens.weight": randn(VOCAB, H, scale=1.0), "lm_head.weight": randn(VOCAB, H),
                "model.norm.weight": torch.ones(H, device="cuda", dtype=torch.bfloat16)}
     for layer in range(LAYERS + 1):
@@ -76,6 +76,13 @@ def build_model():
     mtp = f"model.layers.{LAYERS}."
     weights |= {mtp + "enorm.weight": weights["model.norm.weight"], mtp + "hnorm.weight": weights["model.norm.weight"],
                 mtp + "shared_head.norm.weight": weights["model.norm.weight"], mtp + "eh_proj.weight": randn(H, 2 * H)}
+    return weights
+
+
+def build_model(weights, batch_invariant: bool):
+    """The target and MTP layer over `weights` (shared, not copied), on the default or batch-invariant kernels."""
+    config = parse_config(CONFIG)
+    config.cpp.batch_invariant = batch_invariant
     target = _C.DeepSeekV3(config.cpp, weights)
     return config, target, _C.MtpLayer(config.cpp, weights, LAYERS, target)
 
@@ -130,34 +137,42 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2, 3])
     parser.add_argument("--decode-tokens", type=int, default=48)
+    parser.add_argument("--batch-invariant", choices=("off", "on", "both"), default="off")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     bandwidth = copy_bandwidth(20)
-    config, target, mtp = build_model()
+    weights = build_weights()
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.batch_invariant]
     blocks = max(args.batches) * ((CONTEXT + 256) // BLOCK + 1) + 8
     caches = [torch.zeros(blocks, BLOCK, KV_LORA + ROPE, device="cuda", dtype=torch.bfloat16) for _ in range(LAYERS)]
     mtp_cache = torch.zeros_like(caches[0])
     gen = torch.Generator().manual_seed(0)
     results = []
-    for batch in args.batches:
-        prompts = [torch.randint(2, VOCAB, (CONTEXT,), generator=gen).tolist() for _ in range(batch)]
-        for k in args.ks:
-            eng = engine(config, target, mtp, caches, mtp_cache, k, batch)
-            # Prefill takes about one step per sequence: long enough outputs leave a window of pure decode.
-            step_s, steps = decode_step_seconds(eng, prompts, 2 * batch + args.decode_tokens, f"b{batch}k{k}")
-            eng.shutdown()
-            floor_s = floor_bytes(batch, k) / bandwidth
-            r = {"batch": batch, "k": k, "step_us": step_s * 1e6, "floor_us": floor_s * 1e6,
-                 "percent_of_floor": 100 * floor_s / step_s, "decode_steps": steps}
-            results.append(r)
-            print(json.dumps(r), flush=True)
-    base = {r["batch"]: r["step_us"] for r in results if r["k"] == 0}
+    for invariant in modes:
+        config, target, mtp = build_model(weights, invariant)
+        for batch in args.batches:
+            prompts = [torch.randint(2, VOCAB, (CONTEXT,), generator=gen).tolist() for _ in range(batch)]
+            for k in args.ks:
+                eng = engine(config, target, mtp, caches, mtp_cache, k, batch)
+                # Prefill takes about one step per sequence: long enough outputs leave a window of pure decode.
+                step_s, steps = decode_step_seconds(eng, prompts, 2 * batch + args.decode_tokens, f"b{batch}k{k}")
+                eng.shutdown()
+                floor_s = floor_bytes(batch, k) / bandwidth
+                r = {"batch_invariant": invariant, "batch": batch, "k": k, "step_us": step_s * 1e6,
+                     "floor_us": floor_s * 1e6, "percent_of_floor": 100 * floor_s / step_s, "decode_steps": steps}
+                results.append(r)
+                print(json.dumps(r), flush=True)
+        del target, mtp
+    base = {(r["batch_invariant"], r["batch"]): r["step_us"] for r in results if r["k"] == 0}
+    default = {(r["batch"], r["k"]): r["step_us"] for r in results if not r["batch_invariant"]}
     print(f"\ncopy bandwidth {bandwidth / 1e9:.0f} GB/s ({torch.cuda.get_device_name(0)})\n")
-    print("| B | k | step µs | floor µs | % of floor | step / (k = 0 step) |\n|---|---|---|---|---|---|")
+    print("| batch-invariant | B | k | step µs | floor µs | % of floor | step / (k = 0 step) | step / default mode's |\n"
+          "|---|---|---|---|---|---|---|---|")
     for r in results:
-        ratio = r["step_us"] / base[r["batch"]] if r["batch"] in base else float("nan")
-        print(f"| {r['batch']} | {r['k']} | {r['step_us']:.0f} | {r['floor_us']:.0f} | {r['percent_of_floor']:.0f}% | "
-              f"{ratio:.2f} |")
+        ratio = r["step_us"] / base.get((r["batch_invariant"], r["batch"]), float("nan"))
+        cost = r["step_us"] / default.get((r["batch"], r["k"]), float("nan"))
+        print(f"| {'on' if r['batch_invariant'] else 'off'} | {r['batch']} | {r['k']} | {r['step_us']:.0f} | "
+              f"{r['floor_us']:.0f} | {r['percent_of_floor']:.0f}% | {ratio:.2f} | {cost:.2f} |")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(0), "copy_bandwidth": bandwidth, "results": results}, f,
