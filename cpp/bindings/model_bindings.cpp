@@ -64,11 +64,14 @@ void bind_model(py::module_& m) {
   py::class_<TensorParallel>(m, "TensorParallel",
                              "This rank's place in a tensor-parallel c10d process group (default: one rank).")
       .def(py::init<>())
-      .def_static("from_group_name", &TensorParallel::from_group_name, py::arg("group_name"), py::arg("timeout_s"),
-                  "The torch.distributed group registered under `group_name` (ProcessGroup.group_name); every "
-                  "collective waits at most timeout_s.")
+      .def_static("from_group_names", &TensorParallel::from_group_names, py::arg("data_group"),
+                  py::arg("control_group"), py::arg("timeout_s"), py::arg("expert_parallel") = false,
+                  "The torch.distributed groups registered under these names (ProcessGroup.group_name): the model's "
+                  "collectives on `data_group`, step plans on `control_group` (gloo); a peer may hang at most "
+                  "timeout_s. `expert_parallel`: each rank holds its share of the routed experts whole.")
       .def_property_readonly("rank", &TensorParallel::rank)
-      .def_property_readonly("size", &TensorParallel::size);
+      .def_property_readonly("size", &TensorParallel::size)
+      .def_property_readonly("expert_parallel", &TensorParallel::expert_parallel);
   m.def("tensor_parallel_dim", &tensor_parallel_dim, py::arg("name"),
         "The dimension tensor parallelism splits checkpoint tensor `name` along, or None.");
   m.def("stacked_gate_up", &stacked_gate_up, py::arg("prefix"),
