@@ -50,6 +50,8 @@ class MasterRank:
             self.agent.register()
             tp = distributed.init_tensor_parallel(0, nnodes, master_node_addr, args.device, ep_size=args.ep_size)
             self.core = EngineCore(args, tp=tp, agree_num_blocks=self.agent.ready)
+            if args.enable_graph and args.device.startswith("cuda"):
+                logger.info("rank 0: CUDA graphs are off under tensor parallelism: every step runs eagerly")
         except BaseException:
             self.master.fail("rank 0 failed to start")
             self.master.stop(grace_s=1.0)
