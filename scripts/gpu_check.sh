@@ -14,7 +14,8 @@
 #   profile   Nsight Compute on one fused verify attention launch (B = 64, k = 3, context 8192)
 #   tp        two GPUs (not in the default stages; nvidia-h200-x2): the TP tests over NCCL
 #             (tests/test_cuda_tensor_parallel.py) and TP2 vs TP1 tokens/s, bf16 divergence and per-rank
-#             memory (scripts/bench_tensor_parallel.py)
+#             memory (scripts/bench_tensor_parallel.py), and one real-dims MoE layer EP2 vs TP2
+#             (scripts/bench_expert_parallel.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/mtpserve-gpu}
@@ -75,7 +76,8 @@ for stage in $stages; do
       timeout 400 python3 -m pytest -q -p no:cacheprovider -rfE -s tests/test_cuda_tensor_parallel.py \
         tests/test_tensor_parallel.py tests/test_expert_parallel.py > "$out/tp_pytest.log" 2>&1 || status=1
       grep -E "passed|failed|error|diverge" "$out/tp_pytest.log" | tail -20
-      timeout 500 python3 scripts/bench_tensor_parallel.py --out "$out" 2>&1 | grep -v '^{' | tail -30 || status=1 ;;
+      timeout 500 python3 scripts/bench_tensor_parallel.py --out "$out" 2>&1 | grep -v '^{' | tail -30 || status=1
+      timeout 300 python3 scripts/bench_expert_parallel.py --out "$out" 2>&1 | tail -14 || status=1 ;;
   esac
 done
 exit $status
