@@ -14,6 +14,10 @@
 #   realdims  P4: a 2-layer DeepSeek-V3 stack at real dims vs its floor (scripts/bench_real_dims.py; ~80 GB:
 #             an H200)
 #   profile   Nsight Compute on one fused verify attention launch (B = 64, k = 3, context 8192)
+#   tp        two GPUs (not in the default stages; nvidia-h200-x2): the TP tests over NCCL
+#             (tests/test_cuda_tensor_parallel.py) and TP2 vs TP1 tokens/s, bf16 divergence and per-rank
+#             memory (scripts/bench_tensor_parallel.py), and one real-dims MoE layer EP2 vs TP2
+#             (scripts/bench_expert_parallel.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/mtpserve-gpu}
@@ -79,6 +83,12 @@ for stage in $stages; do
         python3 scripts/bench_mla_attention.py --batches 64 --ks 3 --reps 3 --out /tmp/prof > "$out/ncu_attention.txt" 2>&1 \
         || status=1
       grep -E "Throughput|Duration|Occupancy|Bandwidth|Shared" "$out/ncu_attention.txt" | head -20 ;;
+    tp)
+      timeout 400 python3 -m pytest -q -p no:cacheprovider -rfE -s tests/test_cuda_tensor_parallel.py \
+        tests/test_tensor_parallel.py tests/test_expert_parallel.py > "$out/tp_pytest.log" 2>&1 || status=1
+      grep -E "passed|failed|error|diverge" "$out/tp_pytest.log" | tail -20
+      timeout 500 python3 scripts/bench_tensor_parallel.py --out "$out" 2>&1 | grep -v '^{' | tail -30 || status=1
+      timeout 300 python3 scripts/bench_expert_parallel.py --out "$out" 2>&1 | tail -14 || status=1 ;;
   esac
 done
 exit $status

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mtpserve import _C
-from mtpserve.devices import DeviceError, resolve_device
+from mtpserve.devices import DeviceError, rank_device, resolve_device
 from mtpserve.engine_args import EngineArgs
 
 
@@ -26,6 +26,13 @@ def test_cpu_and_auto():
 def test_bad_devices_are_refused(spec, message):
     with pytest.raises(DeviceError, match=message):
         resolve_device(spec)
+
+
+def test_a_list_of_devices_gives_each_rank_its_own():
+    assert [rank_device("cuda:0, cuda:1", i, 2) for i in range(2)] == ["cuda:0", "cuda:1"]
+    assert rank_device("cuda:3", 1, 2) == "cuda:3"
+    with pytest.raises(DeviceError, match="lists 2 devices for --nnodes 4"):
+        rank_device("cuda:0,cuda:1", 0, 4)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")

@@ -1,7 +1,5 @@
 """Tensor parallelism of the C++ model over gloo: two real processes (torch.multiprocessing) whose
 TP=2 shards give the TP=1 hidden states and logits, for the target model and the MTP layer."""
-import socket
-
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -9,22 +7,7 @@ import torch.multiprocessing as mp
 from mtpserve import distributed
 from mtpserve.model_loader import load_model
 from paged import PagedLayout
-
-
-def free_port_pair() -> int:
-    """A port p with p and p + 1 free (the control port and the rendezvous port)."""
-    for _ in range(50):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            with socket.socket() as b:
-                try:
-                    b.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-        if port + 1 < 65535:
-            return port
-    raise RuntimeError("no free port pair")
+from rank_group import free_port_pair
 
 
 def forwards(model, seed=0):

@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include "model/deepseek_v3.h"
+#include "model/moe.h"
 #include "model/mtp_layer.h"
 
 namespace py = pybind11;
@@ -64,11 +65,22 @@ void bind_model(py::module_& m) {
   py::class_<TensorParallel>(m, "TensorParallel",
                              "This rank's place in a tensor-parallel c10d process group (default: one rank).")
       .def(py::init<>())
-      .def_static("from_group_name", &TensorParallel::from_group_name, py::arg("group_name"), py::arg("timeout_s"),
-                  "The torch.distributed group registered under `group_name` (ProcessGroup.group_name); every "
-                  "collective waits at most timeout_s.")
+      .def_static("from_group_names", &TensorParallel::from_group_names, py::arg("data_group"),
+                  py::arg("control_group"), py::arg("timeout_s"), py::arg("expert_parallel") = false,
+                  "The torch.distributed groups registered under these names (ProcessGroup.group_name): the model's "
+                  "collectives on `data_group`, step plans on `control_group` (gloo); a peer may hang at most "
+                  "timeout_s. `expert_parallel`: each rank holds its share of the routed experts whole.")
       .def_property_readonly("rank", &TensorParallel::rank)
-      .def_property_readonly("size", &TensorParallel::size);
+      .def_property_readonly("size", &TensorParallel::size)
+      .def_property_readonly("expert_parallel", &TensorParallel::expert_parallel)
+      .def(
+          "all_reduce",
+          [](const TensorParallel& tp, at::Tensor t) {
+            tp.all_reduce(t);
+            return t;
+          },
+          py::arg("t"), "Sums `t` over the ranks, in place (a no-op on one rank); returns it.",
+          py::call_guard<py::gil_scoped_release>());
   m.def("tensor_parallel_dim", &tensor_parallel_dim, py::arg("name"),
         "The dimension tensor parallelism splits checkpoint tensor `name` along, or None.");
   m.def("stacked_gate_up", &stacked_gate_up, py::arg("prefix"),
@@ -97,6 +109,16 @@ void bind_model(py::module_& m) {
           py::arg("context_lens"), py::arg("block_tables"), py::arg("slot_mapping"),
           py::call_guard<py::gil_scoped_release>())
       .def("logits", &DeepSeekV3::logits, py::call_guard<py::gil_scoped_release>());
+
+  py::class_<MoE>(m, "MoE", "One MoE layer (router, routed and shared experts), for benchmarks and tests.")
+      .def(py::init([](const ModelConfig& c, TensorMap w, const std::string& prefix, const TensorParallel& tp) {
+             py::gil_scoped_release release;
+             return MoE(c, Weights(std::move(w)), prefix, tp);
+           }),
+           py::arg("config"), py::arg("weights"), py::arg("prefix"), py::arg("tp") = TensorParallel(),
+           "The layer under `prefix` (\"model.layers.N.mlp.\"); its routed experts come stacked.")
+      .def("__call__", &MoE::operator(), py::arg("x"), py::call_guard<py::gil_scoped_release>(),
+           "This rank's share of the output: the caller all-reduces it under tensor or expert parallelism.");
 
   py::class_<MtpLayer>(m, "MtpLayer")
       .def(py::init([](const ModelConfig& c, TensorMap w, int64_t layer, const DeepSeekV3& target) {

@@ -1,7 +1,7 @@
 #pragma once
 // Step plans from rank 0's engine to the tensor-parallel workers: every forward rank 0 runs
-// (target step, MTP fill, each MTP recursion) is announced as one int64 message over the
-// process group (a 2-value header broadcast, then the payload), so that every rank runs the same
+// (target step, MTP fill, each MTP recursion) is announced as one int64 message on the group's
+// control channel (a 2-value header broadcast, then the payload), so that every rank runs the same
 // forward and its collectives line up.
 #include <cstdint>
 #include <span>

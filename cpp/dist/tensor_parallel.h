@@ -1,39 +1,51 @@
 #pragma once
-// Tensor parallelism over a c10d process group: this rank's place in the group and the three
-// collectives the model and the engine need. A default-constructed TensorParallel is one rank
-// (size 1): nothing is sharded and no collective is ever issued, so single-rank numerics are
-// exactly those of the unsharded model.
+// This rank's place in its group of ranks, and the collectives the model and the engine issue through
+// it. A default-constructed TensorParallel is one rank (size 1): nothing is sharded and no collective is
+// ever issued, so single-rank numerics are exactly those of the unsharded model.
+//
+// Layout: attention heads, dense/shared MLP intermediate dims and the vocabulary are split over all
+// ranks (tensor parallel). The routed experts are either split on their intermediate dim too, or, with
+// expert parallelism, held whole: rank r owns experts [r * n / size, (r + 1) * n / size).
 #include <ATen/core/Tensor.h>
 
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "dist/control_channel.h"
 
 namespace mtpserve {
-
-class Communicator;
 
 class TensorParallel {
  public:
   TensorParallel() = default;
-  // The group is looked up by name in c10d's process-group registry (torch.distributed registers
-  // every group it creates there), so no ProcessGroup object crosses the pybind11 boundary.
-  static TensorParallel from_group_name(const std::string& group_name, double timeout_s);
+  // The groups are looked up by name in c10d's process-group registry, so no ProcessGroup object crosses
+  // the pybind11 boundary. `data_group` carries the model's collectives (NCCL on GPUs, gloo on the CPU),
+  // `control_group` the step plans (gloo; it may be the data group itself on the CPU).
+  static TensorParallel from_group_names(const std::string& data_group, const std::string& control_group,
+                                         double timeout_s, bool expert_parallel);
 
   int64_t rank() const { return rank_; }
   int64_t size() const { return size_; }
   bool enabled() const { return size_ > 1; }
+  bool expert_parallel() const { return expert_parallel_; }
 
   // Sums `t` over the ranks, in place; a no-op on one rank.
   void all_reduce(at::Tensor& t) const;
   // Concatenates every rank's `t` along the last dimension (rank order); `t` itself on one rank.
   at::Tensor all_gather_last_dim(const at::Tensor& t) const;
-  // Rank 0's `t` into every rank's `t` (same shape and dtype everywhere), in place. `unbounded`:
-  // no timeout (a worker idling until rank 0's next step; a dead rank 0 still fails it at once).
-  void broadcast(at::Tensor& t, bool unbounded = false) const;
+  // Communicator::all_to_all; `out` is `in` on one rank.
+  void all_to_all(at::Tensor& out, const at::Tensor& in, const std::vector<int64_t>& out_rows,
+                  const std::vector<int64_t>& in_rows) const;
+  // The step plans' channel; only a group of more than one rank has one.
+  ControlChannel& control() const;
 
  private:
   int64_t rank_ = 0, size_ = 1;
+  bool expert_parallel_ = false;
   std::shared_ptr<Communicator> comm_;
+  std::shared_ptr<ControlChannel> control_;
 };
 
 // The [rank * n / size, (rank + 1) * n / size) slice of `n` along a dimension; throws a clear

@@ -1,5 +1,7 @@
 #include "engine/worker.h"
 
+#include <c10/core/DeviceGuard.h>
+
 #include <stdexcept>
 
 namespace mtpserve {
@@ -12,6 +14,9 @@ Worker::Worker(const DeepSeekV3& target, std::vector<at::Tensor> caches, const M
 }
 
 void Worker::run() {
+  // The caller's thread may have another GPU current; work that follows the current device (host buffers
+  // pinned for uploads, streams) must find this rank's own.
+  const c10::DeviceGuard device(runner_.device());
   while (true) {
     StepMessage m = receive_step(tp_);
     if (m.kind == StepKind::kShutdown) return;

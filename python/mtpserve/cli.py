@@ -7,6 +7,7 @@ import os
 import sys
 
 from mtpserve.bench.runner import add_bench_args
+from mtpserve.devices import rank_device
 from mtpserve.engine_args import SPECULATIVE_POLICIES, EngineArgs
 
 
@@ -25,7 +26,7 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                        ("max_cache_blocks", int), ("max_tokens_per_batch", int), ("max_seqs_per_batch", int),
                        ("enable_prefix_cache", parse_bool), ("enable_chunked_prefill", parse_bool),
                        ("max_model_len", int), ("draft_model", str), ("draft_devices", str),
-                       ("num_speculative_tokens", int), ("seed", int), ("graph_max_batch", int)):
+                       ("num_speculative_tokens", int), ("seed", int), ("graph_max_batch", int), ("ep_size", int)):
         parser.add_argument(f"--{name}", type=kind, default=defaults[name].default)
     parser.add_argument("--speculative_policy", choices=SPECULATIVE_POLICIES,
                         default=defaults["speculative_policy"].default,
@@ -47,6 +48,11 @@ def engine_kwargs(ns: argparse.Namespace) -> dict:
 
 def engine_args(ns: argparse.Namespace) -> EngineArgs:
     return EngineArgs(**engine_kwargs(ns))
+
+
+def rank_engine_args(ns: argparse.Namespace, node_rank: int) -> EngineArgs:
+    """Rank node_rank's EngineArgs: its own device where --devices lists one per rank."""
+    return engine_args(argparse.Namespace(**{**vars(ns), "devices": rank_device(ns.devices, node_rank, ns.nnodes)}))
 
 
 def cmd_generate(ns: argparse.Namespace) -> int:
@@ -83,9 +89,9 @@ def cmd_export_mtp(ns: argparse.Namespace) -> int:
 
 
 def check_serve_flags(ns: argparse.Namespace) -> None:
-    """What this build of `mtpserve serve` can run: nnodes ranks in one tensor-parallel group (no
-    expert/data parallelism), MLA."""
-    from mtpserve.distributed import parse_master_addr
+    """What this build of `mtpserve serve` can run: nnodes ranks in one tensor-parallel group, its
+    routed experts optionally expert-parallel over all of them (no data parallelism), MLA."""
+    from mtpserve.distributed import check_expert_parallel, parse_master_addr
 
     if ns.nnodes < 1:
         raise ValueError(f"--nnodes must be >= 1, got {ns.nnodes}")
@@ -93,9 +99,9 @@ def check_serve_flags(ns: argparse.Namespace) -> None:
         raise ValueError(f"--node_rank={ns.node_rank} needs --nnodes > {ns.node_rank}, but --nnodes={ns.nnodes}")
     if ns.nnodes > 1:
         parse_master_addr(ns.master_node_addr)
-    for flag in ("ep_size", "dp_size"):
-        if getattr(ns, flag) != 1:
-            raise ValueError(f"--{flag}={getattr(ns, flag)}: only --{flag}=1 is supported so far")
+    check_expert_parallel(ns.ep_size, ns.nnodes)
+    if ns.dp_size != 1:
+        raise ValueError(f"--dp_size={ns.dp_size}: only --dp_size=1 is supported so far")
     if not ns.enable_mla:
         raise ValueError("--enable_mla=false: DeepSeek-V3 models use MLA attention, so --enable_mla must be true")
     if not 0 <= ns.port <= 65535:
@@ -149,7 +155,7 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     check_serve_flags(ns)
     options = serve_options(ns)
     api_key = read_secret(ns.api_key, ns.api_key_file, "MTPSERVE_API_KEY", "API key")
-    args = engine_args(ns)
+    args = rank_engine_args(ns, ns.node_rank)
     args.model_path  # a missing model directory fails here, before anything is loaded
     if ns.nnodes == 1:
         from mtpserve.server.serve import serve
@@ -182,7 +188,7 @@ def cmd_launch(ns: argparse.Namespace) -> int:
     if "--node_rank" in " ".join(ns.raw_argv):
         raise ValueError("mtpserve launch sets --node_rank for each rank itself; leave it out")
     check_serve_flags(argparse.Namespace(**{**vars(ns), "master_node_addr": ns.master_node_addr or "127.0.0.1:1"}))
-    engine_args(ns).model_path
+    rank_engine_args(ns, 0).model_path
     return launch(ns.nnodes, ns.raw_argv, ns.master_node_addr)
 
 
@@ -217,7 +223,6 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master_node_addr", default=None, help="host:port of rank 0's control service")
     parser.add_argument("--nnodes", type=int, default=1, help="number of ranks = tensor-parallel size")
     parser.add_argument("--node_rank", type=int, default=0, help="this process's rank")
-    parser.add_argument("--ep_size", type=int, default=1, help="expert parallel size (only 1 so far)")
     parser.add_argument("--dp_size", type=int, default=1, help="data parallel size (only 1 so far)")
     parser.add_argument("--enable_mla", type=parse_bool, default=True, help="MLA attention (DeepSeek-V3: true)")
 

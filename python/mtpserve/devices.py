@@ -16,12 +16,24 @@ class DeviceError(ValueError):
     """The requested device does not exist here or this build cannot run on it."""
 
 
+def rank_device(spec: str, node_rank: int, nnodes: int) -> str:
+    """The --devices of rank node_rank: with a list of one device per rank (--nnodes 2 --devices
+    cuda:0,cuda:1), the rank's own entry; any other spec as it is."""
+    if "," not in spec:
+        return spec
+    devices = [d.strip() for d in spec.split(",")]
+    if len(devices) != nnodes:
+        raise DeviceError(f"devices={spec!r} lists {len(devices)} devices for --nnodes {nnodes}: list one per rank")
+    return devices[node_rank]
+
+
 def resolve_device(spec: str) -> str:
     """The torch device string of this rank. 'auto' picks an NPU where torch_npu sees one, else the first
     GPU, else the CPU, and logs the choice."""
     spec = spec.strip()
     if "," in spec:
-        raise DeviceError(f"devices={spec!r}: one device per rank process; start one rank per device "
+        raise DeviceError(f"devices={spec!r}: one device per rank process; list one device per rank only with "
+                          "--nnodes (--nnodes 2 --devices cuda:0,cuda:1), or give each rank its own "
                           "(--nnodes N --node_rank i --devices cuda:i)")
     if spec == "auto":
         device = _auto()

@@ -1,5 +1,8 @@
 """Tensor-parallel process groups: one rank per process (rank = --node_rank, world size =
---nnodes), created with torch.distributed and handed to the C++ runtime by name.
+--nnodes), created with torch.distributed and handed to the C++ runtime by name. The model's
+collectives run on the world group (gloo on cpu, nccl on cuda, one GPU per rank); step plans are
+host int64 tensors, which NCCL does not take, so on a GPU they travel on a gloo side group of the
+same ranks (on the CPU the world group is gloo already and carries both).
 
 The c10d rendezvous uses a TCPStore on rank 0's host at the control-plane port + 1
 (--master_node_addr host:port is the control gRPC service; host:port+1 is the store). Rank 0
@@ -38,23 +41,25 @@ def store_port(master_port: int) -> int:
 
 
 def init_tensor_parallel(rank: int, world_size: int, master_addr: str, device: str = "cpu",
-                         timeout_s: float = DEFAULT_TIMEOUT_S) -> _C.TensorParallel:
+                         timeout_s: float = DEFAULT_TIMEOUT_S, ep_size: int = 1) -> _C.TensorParallel:
     """Joins the world group (every rank must call this) and returns it as the runtime's
-    TensorParallel. One rank: no group, the default (size 1) TensorParallel."""
+    TensorParallel; with ep_size == world_size the routed experts are expert-parallel. One rank: no
+    group, the default (size 1) TensorParallel."""
+    check_expert_parallel(ep_size, world_size)
     if world_size == 1:
         return _C.TensorParallel()
+    import torch
     import torch.distributed as dist
 
     host, port = parse_master_addr(master_addr)
     kind = device.split(":")[0]
-    if kind == "cuda":
-        raise ValueError(f"devices={device!r} with --nnodes {world_size}: tensor parallelism across GPUs is not "
-                         "supported yet (it runs on cpu); serve one GPU per process with --nnodes 1")
     if kind not in BACKENDS:
         raise ValueError(f"no collective backend for device {device!r}")
     timeout = datetime.timedelta(seconds=timeout_s)
-    if kind == "cpu" and _is_loopback(host):
+    if _is_loopback(host):
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # every rank is local: gloo listens on loopback only
+    if kind == "cuda":
+        torch.cuda.set_device(device)  # NCCL binds this rank to its own GPU
     if rank == 0:
         listener = bind_store_socket(host, store_port(port))
         store = dist.TCPStore(host, store_port(port), world_size, True, timeout, wait_for_workers=False,
@@ -62,7 +67,35 @@ def init_tensor_parallel(rank: int, world_size: int, master_addr: str, device: s
     else:
         store = dist.TCPStore(host, store_port(port), world_size, False, timeout)
     dist.init_process_group(BACKENDS[kind], store=store, rank=rank, world_size=world_size, timeout=timeout)
-    return _C.TensorParallel.from_group_name(dist.group.WORLD.group_name, timeout_s)
+    control = dist.group.WORLD if BACKENDS[kind] == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
+    if kind == "cuda":
+        check_distinct_gpus(device, control)
+    return _C.TensorParallel.from_group_names(dist.group.WORLD.group_name, control.group_name, timeout_s,
+                                              expert_parallel=ep_size > 1)
+
+
+def check_expert_parallel(ep_size: int, world_size: int) -> None:
+    """Expert parallelism spans the whole group (attention stays tensor parallel over the same ranks)."""
+    if ep_size < 1:
+        raise ValueError(f"--ep_size must be >= 1, got {ep_size}")
+    if ep_size not in (1, world_size):
+        raise ValueError(f"--ep_size={ep_size} with --nnodes {world_size}: expert parallelism spans every rank, so "
+                         f"--ep_size must be 1 or --nnodes ({world_size})")
+
+
+def check_distinct_gpus(device: str, control) -> None:
+    """Refuses two ranks on one GPU (NCCL cannot run them) with a message naming the ranks."""
+    import torch
+    import torch.distributed as dist
+
+    mine = (socket.gethostname(), str(torch.cuda.get_device_properties(torch.device(device)).uuid))
+    everyone: list = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, (mine, device), group=control)
+    for other, (gpu, other_device) in enumerate(everyone):
+        if other != dist.get_rank() and gpu == mine:
+            raise ValueError(f"rank {dist.get_rank()} ({device}) and rank {other} ({other_device}) are on the same "
+                             f"GPU of {mine[0]}: give each rank its own GPU (--devices cuda:0,cuda:1,... with "
+                             "--nnodes, or --devices cuda:i for --node_rank i)")
 
 
 def _is_loopback(host: str) -> bool:

@@ -44,6 +44,9 @@ def cache_blocks(args: EngineArgs, model: LoadedModel, max_model_len: int) -> in
 def _load(args: EngineArgs, tp: _C.TensorParallel | None,
           agree_num_blocks: Callable[[int, bool], int] | None) -> tuple[LoadedModel, int, int]:
     """The model (this rank's shards), max_model_len and the KV-block count."""
+    if args.ep_size > 1 and (tp is None or not tp.expert_parallel):
+        raise ValueError(f"ep_size={args.ep_size} needs {args.ep_size} ranks (--nnodes {args.ep_size}); this engine "
+                         "runs on one")
     speculative = args.num_speculative_tokens > 0
     own_mtp = speculative and args.draft_model is None
     model = load_model(args.model_path, args.dtype, args.device, with_mtp=own_mtp, tp=tp,

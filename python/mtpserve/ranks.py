@@ -48,8 +48,10 @@ class MasterRank:
         try:
             logger.info("rank 0: waiting for %d ranks to register at %s", nnodes, master_node_addr)
             self.agent.register()
-            tp = distributed.init_tensor_parallel(0, nnodes, master_node_addr, args.device)
+            tp = distributed.init_tensor_parallel(0, nnodes, master_node_addr, args.device, ep_size=args.ep_size)
             self.core = EngineCore(args, tp=tp, agree_num_blocks=self.agent.ready)
+            if args.enable_graph and args.device.startswith("cuda"):
+                logger.info("rank 0: CUDA graphs are off under tensor parallelism: every step runs eagerly")
         except BaseException:
             self.master.fail("rank 0 failed to start")
             self.master.stop(grace_s=1.0)
@@ -106,7 +108,7 @@ def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: 
     agent.register()
     core = None
     agent.start_heartbeats(steps=lambda: core.worker.steps if core is not None else 0)
-    tp = distributed.init_tensor_parallel(node_rank, nnodes, master_node_addr, args.device)
+    tp = distributed.init_tensor_parallel(node_rank, nnodes, master_node_addr, args.device, ep_size=args.ep_size)
     core = WorkerCore(args, tp, agent.ready)
     logger.info("rank %d: ready (%d KV blocks), running rank 0's steps", node_rank, core.num_blocks)
     # Until here a signal simply ends the process; from here on it ends the loop below.

@@ -51,22 +51,25 @@ def check_shard(path: Path) -> None:
 
 def load_weights(model_dir: str | Path, dtype: torch.dtype, device: str | torch.device = "cpu",
                  keep: Callable[[str], bool] = lambda name: True, tp_rank: int = 0,
-                 tp_size: int = 1) -> dict[str, torch.Tensor]:
+                 tp_size: int = 1, expert_parallel: bool = False) -> dict[str, torch.Tensor]:
     """All tensors whose name passes `keep`, in `dtype` (router biases stay float32), on `device`: of a tensor
     that tensor parallelism splits (_C.tensor_parallel_dim), rank tp_rank's 1/tp_size slice only; the routed
-    experts of each MoE layer as its two stacks (ExpertStacks) instead of per-expert tensors."""
+    experts of each MoE layer as its two stacks (ExpertStacks) instead of per-expert tensors. With
+    `expert_parallel`, the routed experts are not sliced: the rank reads its 1/tp_size of them, whole."""
     locations = tensor_locations(model_dir)
     wanted = [n for n in sorted(locations) if not n.endswith(fp8.SCALE_SUFFIX) and keep(n)]
+    experts = ExpertStacks(wanted, tp_rank, tp_size) if expert_parallel else ExpertStacks(wanted)
+    wanted = [n for n in wanted if experts.wanted(n)]
     by_shard: dict[Path, list[str]] = defaultdict(list)
     for name in wanted:
         by_shard[locations[name]].append(name)
     out: dict[str, torch.Tensor] = {}
-    experts = ExpertStacks(wanted)
     with ExitStack() as files, tqdm(total=len(wanted), desc=f"Loading {Path(model_dir).name}", unit="tensor") as bar:
         opened = {path: files.enter_context(_open(path)) for path in set(locations.values())}
         for shard, names in by_shard.items():
             for name in names:
-                tensor = _read_rank_slice(opened, locations, name, tp_rank, tp_size)
+                whole = expert_parallel and experts.routed(name)
+                tensor = _read_rank_slice(opened, locations, name, tp_rank, 1 if whole else tp_size)
                 tensor = tensor.to(device=device, dtype=torch.float32 if name.endswith("_bias") else dtype)
                 if not experts.place(name, tensor):
                     out[name] = tensor

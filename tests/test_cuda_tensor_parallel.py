@@ -1,0 +1,59 @@
+"""Tensor parallelism over NCCL, one GPU per rank (two real processes): greedy output at TP = 2 equals
+TP = 1 in fp32, where any divergence must be a near-tie of the TP = 1 run (an all-reduce of partial sums
+rounds differently from one GEMM), and MTP k = 1..3 equals k = 0 at TP = 2 under the same rule. The
+divergences are counted and printed (run with -s)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from mtpserve.engine_args import DEFAULT_MODEL
+from mtpserve.sampling_params import SamplingParams
+from rank_group import one_rank, run_group
+
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")]
+
+for name in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
+    os.environ.setdefault(name, "0" if name == "NCCL_NVLS_ENABLE" else "1")  # NVLink multicast off
+
+# In fp32 a greedy choice this close to the runner-up (in logprob) may flip when a sum is rounded differently.
+NEAR_TIE = 1e-3
+PROMPTS = [[(37 * i + 11 * j) % 8000 + 2 for j in range(4 + 5 * i)] for i in range(8)]
+GREEDY = SamplingParams(max_tokens=48, temperature=0, ignore_eos=True, logprobs=2)
+DEVICES = ["cuda:0", "cuda:1"]
+
+
+def engine(k: int) -> dict:
+    return dict(model=str(DEFAULT_MODEL), dtype="float32", block_size=16, max_cache_blocks=128,
+                num_speculative_tokens=k, speculative_policy="fixed", enable_graph=False)
+
+
+def divergences(got: list[dict], reference: list[dict]) -> list[tuple[int, int, float]]:
+    """(prompt, position, the reference's top-2 logprob gap there) of each sequence's first differing token."""
+    found = []
+    for i, (g, r) in enumerate(zip(got, reference, strict=True)):
+        position = next((j for j, (a, b) in enumerate(zip(g["tokens"], r["tokens"])) if a != b), None)
+        if position is not None:
+            top = sorted(r["logprobs"][position].values(), reverse=True)
+            found.append((i, position, top[0] - top[1]))
+    return found
+
+
+def check_near_ties(what: str, got: list[dict], reference: list[dict]) -> None:
+    found = divergences(got, reference)
+    print(f"{what}: {len(found)} of {len(reference)} sequences diverge: {found}")
+    assert all(gap < NEAR_TIE for _, _, gap in found), f"{what}: a divergence that is no near-tie: {found}"
+
+
+def test_two_gpus_greedy_equals_one_gpu(tmp_path):
+    reference = one_rank([engine(0)], PROMPTS, GREEDY, device="cuda:0")[0]
+    got = run_group(2, [engine(0)], PROMPTS, GREEDY, tmp_path / "tp2.pt", devices=DEVICES)[0]
+    check_near_ties("TP2 vs TP1 (fp32)", got, reference)
+
+
+def test_mtp_equals_no_mtp_at_tp2(tmp_path):
+    runs = run_group(2, [engine(k) for k in range(4)], PROMPTS, GREEDY, tmp_path / "tp2_mtp.pt", devices=DEVICES)
+    for k in (1, 2, 3):
+        check_near_ties(f"TP2 k={k} vs k=0 (fp32)", runs[k], runs[0])
