@@ -57,3 +57,12 @@ def test_mtp_equals_no_mtp_at_tp2(tmp_path):
     runs = run_group(2, [engine(k) for k in range(4)], PROMPTS, GREEDY, tmp_path / "tp2_mtp.pt", devices=DEVICES)
     for k in (1, 2, 3):
         check_near_ties(f"TP2 k={k} vs k=0 (fp32)", runs[k], runs[0])
+
+
+def test_batch_invariant_mtp_equals_no_mtp_at_tp2_in_bf16(tmp_path):
+    """--batch_invariant in bf16 at TP = 2: every rank's kernels are row-invariant and a two-rank all-reduce is
+    one addition per element (the same bits in any order), so MTP k = 1..3 equals k = 0 token for token."""
+    runs = [dict(engine(k), dtype="bfloat16", batch_invariant=True) for k in range(4)]
+    outputs = run_group(2, runs, PROMPTS, GREEDY, tmp_path / "tp2_invariant.pt", devices=DEVICES)
+    for k in (1, 2, 3):
+        assert [o["tokens"] for o in outputs[k]] == [o["tokens"] for o in outputs[0]], f"k={k}"
