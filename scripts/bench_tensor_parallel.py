@@ -132,6 +132,9 @@ def generate(core: EngineCore, prompts: list[list[int]], max_tokens: int) -> tup
 def rank_main(rank: int, world: int, port: int, model: str, dtype: str, batches: list[int], prompt_len: int,
               max_tokens: int, graphs: list[bool], result_file: str, cpu: bool) -> None:
     device = "cpu" if cpu else f"cuda:{rank}"
+    if not cpu:  # the allocator's memory stats exist once the device has allocated
+        torch.cuda.set_device(device)
+        torch.zeros(1, device=device)
     tp = distributed.init_tensor_parallel(rank, world, f"127.0.0.1:{port}", device) if world > 1 else None
     blocks = max(batches) * -(-(prompt_len + max_tokens + 1) // BLOCK) + 8
     result: dict = {"rank": rank, "runs": []}
