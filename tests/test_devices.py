@@ -22,6 +22,7 @@ def test_cpu_and_auto():
     ("cuda:x", "cuda or cuda:N"),
     ("cuda:0,cuda:1", "one device per rank"),
     ("npu:0", "torch_npu"),
+    ("npu:x", "npu or npu:N"),
 ])
 def test_bad_devices_are_refused(spec, message):
     with pytest.raises(DeviceError, match=message):

@@ -15,8 +15,10 @@ import socket
 
 from mtpserve import _C
 
-# The collective backend of each device type (DESIGN §1: gloo on cpu, nccl on cuda, hccl on npu).
-BACKENDS = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
+# The collective backend of each device type (DESIGN §1: gloo on cpu, nccl on cuda, hccl on npu). On the
+# NPU one group holds both: its NPU tensors (activations) go over HCCL, its CPU tensors (the step plans,
+# a host side channel) over gloo.
+BACKENDS = {"cpu": "gloo", "cuda": "nccl", "npu": "cpu:gloo,npu:hccl"}
 # How long one collective may wait for its peers before the step fails. Peers that die are seen
 # at once (their sockets close); this bounds a peer that hangs.
 DEFAULT_TIMEOUT_S = float(os.environ.get("MTPSERVE_COLLECTIVE_TIMEOUT_S", "60"))
@@ -53,7 +55,11 @@ def init_tensor_parallel(rank: int, world_size: int, master_addr: str, device: s
     if kind not in BACKENDS:
         raise ValueError(f"no collective backend for device {device!r}")
     timeout = datetime.timedelta(seconds=timeout_s)
-    if kind == "cpu" and _is_loopback(host):
+    if kind == "npu":
+        import torch
+        import torch_npu  # noqa: F401  (registers the hccl backend; devices.py has checked it loads)
+        torch.npu.set_device(device)
+    if "gloo" in BACKENDS[kind] and _is_loopback(host):
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # every rank is local: gloo listens on loopback only
     if rank == 0:
         listener = bind_store_socket(host, store_port(port))
