@@ -137,17 +137,21 @@ def test_routing_and_experts_match_the_cpu_kernels():
         torch.testing.assert_close(npu, cpu, rtol=1e-5, atol=1e-6)
 
 
-def test_greedy_verification_matches_the_cpu_kernel():
+@pytest.mark.parametrize("greedy", [True, False], ids=["greedy", "sampled"])
+def test_verification_matches_the_cpu_kernel(greedy):
     g = torch.Generator().manual_seed(2)
     probs = torch.nn.functional.one_hot(torch.randint(0, 50, (10,), generator=g), 50).float()
     best = probs.argmax(-1)
     drafts = torch.stack([best[0:3], torch.tensor([best[4], 7, best[6]]), best[7:10]])
     drafts[2, 2] = (drafts[2, 2] + 1) % 50
-    args = (probs, torch.tensor([0, 4, 7]), torch.tensor([3, 2, 2]), drafts, torch.zeros(3, dtype=torch.long),
-            torch.zeros(3, dtype=torch.long), torch.ones(3, dtype=torch.bool), 3)
+    if not greedy:
+        probs = torch.softmax(torch.randn(10, 50, generator=g) * 3, -1)
+    args = (probs, torch.tensor([0, 4, 7]), torch.tensor([3, 2, 2]), drafts, torch.tensor([11, 12, 13]),
+            torch.tensor([0, 5, 9]), torch.full((3,), greedy), 3)
     (cpu_tokens, cpu_accepted), (npu_tokens, npu_accepted) = both(_C.sample_and_verify, *args)
     assert torch.equal(cpu_tokens, npu_tokens) and torch.equal(cpu_accepted, npu_accepted)
-    assert cpu_accepted.tolist() == [3, 1, 2]
+    if greedy:
+        assert cpu_accepted.tolist() == [3, 1, 2]
 
 
 GREEDY = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)

@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/npu/npu_op.h"
@@ -68,6 +70,18 @@ StepKv gather_step_kv(const at::Tensor& cache, const at::Tensor& block_tables, c
           renumbered.index_select(0, source)};
 }
 
+// The causal mask of sparse_mode 3: 1 (masked) above the diagonal, made once per device.
+at::Tensor causal_mask(const at::Device& device) {
+  static std::mutex mutex;
+  static std::unordered_map<at::Device, at::Tensor> masks;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& mask = masks[device];
+  if (!mask.defined()) {
+    mask = at::ones({kMaskSize, kMaskSize}, at::TensorOptions(device).dtype(at::kBool)).triu(1).to(at::kChar);
+  }
+  return mask;
+}
+
 }  // namespace
 
 // npu_scatter_nd_update_(input, indices [N, 1], updates [N, D]) writes row i at input[indices[i]];
@@ -99,10 +113,7 @@ at::Tensor fused_infer_mla_attention(const at::Tensor& q, const at::Tensor& cach
   const Pieces p = cut_pieces(meta.query_start, meta.context_lens);
   const StepKv kv = gather_step_kv(cache, meta.block_tables, p, kv_lora_rank);
   const bool causal = p.max_rows > 1;
-  c10::IValue mask;
-  if (causal) {
-    mask = at::ones({kMaskSize, kMaskSize}, q.options().dtype(at::kBool)).triu(1).to(at::kChar);
-  }
+  const c10::IValue mask = causal ? c10::IValue(causal_mask(q.device())) : c10::IValue();
   auto out = call_npu_op("npu_fused_infer_attention_score",
                          {{"query", q.narrow(2, 0, kv_lora_rank).contiguous()},
                           {"key", kv.latent},
