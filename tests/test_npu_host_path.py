@@ -137,21 +137,42 @@ def test_routing_and_experts_match_the_cpu_kernels():
         torch.testing.assert_close(npu, cpu, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("greedy", [True, False], ids=["greedy", "sampled"])
-def test_verification_matches_the_cpu_kernel(greedy):
+def test_greedy_verification_matches_the_cpu_kernel():
     g = torch.Generator().manual_seed(2)
     probs = torch.nn.functional.one_hot(torch.randint(0, 50, (10,), generator=g), 50).float()
     best = probs.argmax(-1)
     drafts = torch.stack([best[0:3], torch.tensor([best[4], 7, best[6]]), best[7:10]])
     drafts[2, 2] = (drafts[2, 2] + 1) % 50
-    if not greedy:
-        probs = torch.softmax(torch.randn(10, 50, generator=g) * 3, -1)
-    args = (probs, torch.tensor([0, 4, 7]), torch.tensor([3, 2, 2]), drafts, torch.tensor([11, 12, 13]),
-            torch.tensor([0, 5, 9]), torch.full((3,), greedy), 3)
+    args = (probs, torch.tensor([0, 4, 7]), torch.tensor([3, 2, 2]), drafts, torch.zeros(3, dtype=torch.long),
+            torch.zeros(3, dtype=torch.long), torch.ones(3, dtype=torch.bool), 3)
     (cpu_tokens, cpu_accepted), (npu_tokens, npu_accepted) = both(_C.sample_and_verify, *args)
     assert torch.equal(cpu_tokens, npu_tokens) and torch.equal(cpu_accepted, npu_accepted)
-    if greedy:
-        assert cpu_accepted.tolist() == [3, 1, 2]
+    assert cpu_accepted.tolist() == [3, 1, 2]
+
+
+@pytest.mark.parametrize("max_drafts", [0, 1, 3])
+def test_sampled_verification_draws_what_the_cpu_kernel_draws(max_drafts):
+    """Mixed greedy and sampled rows, drafts that are likely, unlikely or of probability 0 (top-k masks)."""
+    g = torch.Generator().manual_seed(3 + max_drafts)
+    seqs, vocab = 24, 40
+    num_drafts = torch.randint(0, max_drafts + 1, (seqs,), generator=g)
+    first_row = torch.cat([torch.zeros(1, dtype=torch.long), (num_drafts + 1).cumsum(0)[:-1]])
+    logits = torch.randn(int((num_drafts + 1).sum()), vocab, generator=g) * 2
+    logits[torch.rand(logits.shape, generator=g) < 0.5] = float("-inf")
+    logits[:, 0] = 0.0  # every row keeps a token
+    probs = torch.softmax(logits, -1)
+    likely = probs.argmax(-1)
+    drafts = torch.randint(0, vocab, (seqs, max_drafts), generator=g)
+    for s in range(seqs):
+        for j in range(int(num_drafts[s])):
+            if torch.rand(1, generator=g) < 0.6:
+                drafts[s, j] = likely[first_row[s] + j]
+    args = (probs, first_row, num_drafts, drafts, torch.randint(0, 2**62, (seqs,), generator=g),
+            torch.randint(0, 100, (seqs,), generator=g), torch.rand(seqs, generator=g) < 0.3, max_drafts)
+    (cpu_tokens, cpu_accepted), (npu_tokens, npu_accepted) = both(_C.sample_and_verify, *args)
+    assert torch.equal(cpu_tokens, npu_tokens) and torch.equal(cpu_accepted, npu_accepted)
+    if max_drafts:
+        assert 0 < int(cpu_accepted.sum()) < int(num_drafts.sum())  # both accepts and rejections happened
 
 
 GREEDY = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
