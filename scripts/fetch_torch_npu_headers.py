@@ -3,6 +3,7 @@ torch (downloaded with pip, never imported, no CANN needed), into .torch_npu/ at
   include/             torch_npu's C++ headers and the ACL headers (acl/acl.h, acl_rt.h) it ships
   _op_plugin_docs.py   every torch_npu op's signature and documented contract
   schemas.txt          the schemas libtorch_npu.so registers under npu::, one per line
+  torch_npu.whl        the wheel itself (a test imports it where CANN is missing)
 Run by scripts/setup.sh; tests/test_npu_host_path.py uses the result and skips where it is missing."""
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ SCHEMA = re.compile(rb"(?<![\w.])(npu_\w+(?:\.\w+)?\((?:Tensor|int|float|bool|st
 
 
 def main() -> int:
-    if (OUT / "schemas.txt").exists():
+    if (OUT / "torch_npu.whl").exists():
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"torch_npu=={VERSION}",
@@ -36,6 +37,7 @@ def main() -> int:
             library = z.read("torch_npu/lib/libtorch_npu.so")
         schemas = sorted({m.decode() for m in SCHEMA.findall(library)})
         (staging / "torch_npu" / "schemas.txt").write_text("\n".join(schemas) + "\n")
+        shutil.copy(wheel, staging / "torch_npu" / "torch_npu.whl")
         shutil.rmtree(OUT, ignore_errors=True)
         shutil.move(str(staging / "torch_npu"), OUT)
     print(f"torch_npu {VERSION}: headers, op docs and {len(schemas)} schemas in {OUT}")
