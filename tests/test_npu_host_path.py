@@ -2,6 +2,7 @@
 tests/npu_stand_ins.py, registered under torch_npu 2.13.0's own schemas, and must give what the CPU kernels give,
 op by op and end to end (greedy output token for token, MTP k = 1..3 lossless). This checks our calls, not the
 NPU. Also: the stand-ins' schemas are the wheel's, and the Ascend C launch compiles against the wheel's headers."""
+import os
 import shutil
 import subprocess
 import sys
@@ -70,6 +71,20 @@ def test_without_torch_npu_the_npu_kernels_say_what_is_missing():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode != 0 and "npu::npu_rms_norm is not registered" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("choice,message", [
+    ("ascendc", "this build has no Ascend C kernels"),
+    ("flash", "choose ascendc or fused_infer"),
+])
+def test_an_attention_choice_this_build_cannot_run_is_refused(choice, message):
+    if _C.has_ascendc_kernels and choice == "ascendc":
+        pytest.skip("this build has the Ascend C kernels")
+    code = ("import torch; from mtpserve import _C; _C.use_npu_kernels_on_cpu(True); "
+            "_C.rms_norm(torch.ones(2, 4), torch.ones(4), 1e-6)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "MTPSERVE_NPU_ATTENTION": choice})
+    assert result.returncode != 0 and f"MTPSERVE_NPU_ATTENTION={choice}: {message}" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
