@@ -1,6 +1,9 @@
 """--devices: what resolves, and what fails at start-up with a message naming what was found."""
+import os
 import subprocess
 import sys
+import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -8,6 +11,8 @@ import torch
 from mtpserve import _C
 from mtpserve.devices import DeviceError, rank_device, resolve_device
 from mtpserve.engine_args import EngineArgs
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_cpu_and_auto():
@@ -22,6 +27,7 @@ def test_cpu_and_auto():
     ("cuda:x", "cuda or cuda:N"),
     ("cuda:0,cuda:1", "one device per rank"),
     ("npu:0", "torch_npu"),
+    ("npu:x", "npu or npu:N"),
 ])
 def test_bad_devices_are_refused(spec, message):
     with pytest.raises(DeviceError, match=message):
@@ -47,6 +53,21 @@ def test_serve_on_a_missing_npu_exits_with_one_line(tmp_path):
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "npu:0" in lines[0] and "torch_npu" in lines[0], result.stderr
+
+
+@pytest.mark.skipif(not (ROOT / ".torch_npu" / "torch_npu.whl").exists(),
+                    reason="run scripts/fetch_torch_npu_headers.py (scripts/setup.sh does)")
+def test_serve_with_torch_npu_but_no_cann_exits_with_one_line(tmp_path):
+    """The real torch_npu wheel, importable but without the CANN libraries it loads."""
+    with zipfile.ZipFile(ROOT / ".torch_npu" / "torch_npu.whl") as wheel:
+        wheel.extractall(tmp_path, [n for n in wheel.namelist() if n.startswith("torch_npu/")])
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-m", "mtpserve.cli", "serve", "--devices", "npu:0", "--port", "0"],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "torch_npu is installed but does not load" in lines[0] and "CANN" in lines[0], \
+        result.stderr
 
 
 def test_the_readme_generate_command_runs(tiny_model_dir, capsys):

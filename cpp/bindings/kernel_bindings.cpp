@@ -115,6 +115,9 @@ void bind_kernels(py::module_& m) {
   auto invariant =
       m.def_submodule("batch_invariant", "The same kernels from the batch-invariant tables (--batch_invariant).");
   bind_all(invariant, true);
+  m.def("use_npu_kernels_on_cpu", &kernels::use_npu_kernels_on_cpu, py::arg("on"),
+        "Test-only: CPU tensors get the NPU kernel table, whose torch_npu ops then reach the CPU stand-ins "
+        "registered under their schemas (tests/npu_stand_ins.py); holds for engines built while it is on.");
 }
 
 }  // namespace mtpserve::bindings

@@ -19,4 +19,9 @@ PYBIND11_MODULE(_C, m) {
 #else
   m.attr("has_cuda_kernels") = false;
 #endif
+#ifdef MTPSERVE_WITH_ASCENDC
+  m.attr("has_ascendc_kernels") = true;
+#else
+  m.attr("has_ascendc_kernels") = false;
+#endif
 }

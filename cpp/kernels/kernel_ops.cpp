@@ -1,5 +1,6 @@
 #include "kernels/kernel_ops.h"
 
+#include <atomic>
 #include <stdexcept>
 #include <string>
 
@@ -17,11 +18,28 @@ KernelOps with_generic(KernelOps table) {
   return table;
 }
 
+std::atomic<bool> npu_kernels_on_cpu{false};
+
+const KernelOps& npu_ops(bool batch_invariant) {
+  if (batch_invariant) {
+    throw std::invalid_argument("--batch_invariant: the NPU kernels have no batch-invariant table yet "
+                                "(the CPU has one)");
+  }
+  static const KernelOps fast = with_generic(npu::ops());
+  return fast;
+}
+
 }  // namespace
+
+void use_npu_kernels_on_cpu(bool on) { npu_kernels_on_cpu = on; }
 
 const KernelOps& ops_for(const at::Device& device, bool batch_invariant) {
   switch (device.type()) {
+    // torch_npu registers the NPU as PrivateUse1 (renamed "npu").
+    case at::DeviceType::PrivateUse1:
+      return npu_ops(batch_invariant);
     case at::DeviceType::CPU: {
+      if (npu_kernels_on_cpu) return npu_ops(batch_invariant);
       static const KernelOps fast = with_generic(cpu::ops());
       static const KernelOps invariant = with_generic(cpu::batch_invariant_ops());
       return batch_invariant ? invariant : fast;

@@ -41,11 +41,21 @@ struct KernelOps {
 // std::invalid_argument naming the device when this build has none.
 const KernelOps& ops_for(const at::Device& device, bool batch_invariant = false);
 
+// Test-only: CPU tensors get the NPU table, whose ops then reach CPU stand-ins registered under
+// torch_npu's schemas (tests/npu_stand_ins.py). Layers look their table up when they are built,
+// so this holds for engines built while it is on.
+void use_npu_kernels_on_cpu(bool on);
+
 namespace cpu {
 const KernelOps& ops();
 // Row-invariant kernels (kernels/cpu/batch_invariant_cpu.h).
 const KernelOps& batch_invariant_ops();
 }  // namespace cpu
+
+// torch_npu's ops through the dispatcher; in every build (nothing of torch_npu is linked).
+namespace npu {
+const KernelOps& ops();
+}  // namespace npu
 
 #ifdef MTPSERVE_WITH_CUDA
 namespace cuda {

@@ -45,13 +45,13 @@ def resolve_device(spec: str) -> str:
     if kind == "cuda":
         return _cuda(spec, int(index) if index.isdigit() else 0 if not index else -1)
     if kind == "npu":
-        raise DeviceError(_npu_missing(spec))
+        return _npu(spec, int(index) if index.isdigit() else 0 if not index else -1)
     raise DeviceError(f"devices={spec!r}: unknown device (choose auto, cpu, cuda:N or npu:N)")
 
 
 def _auto() -> str:
     if _npu_visible():
-        raise DeviceError(_npu_missing("auto"))
+        return "npu:0"
     if torch.cuda.is_available() and _C.has_cuda_kernels:
         return "cuda:0"
     if torch.cuda.is_available():
@@ -74,15 +74,36 @@ def _cuda(spec: str, index: int) -> str:
     return f"cuda:{index}"
 
 
+def _npu(spec: str, index: int) -> str:
+    if index < 0:
+        raise DeviceError(f"devices={spec!r}: expected npu or npu:N with N an NPU index")
+    _import_torch_npu(spec)
+    count = torch.npu.device_count()
+    if index >= count:
+        raise DeviceError(f"devices={spec!r}: torch_npu sees {count} NPU(s)" +
+                          (f" (npu:0..npu:{count - 1})" if count else ""))
+    return f"npu:{index}"
+
+
+def _import_torch_npu(spec: str) -> None:
+    """Imports torch_npu, which registers torch.npu, the 'npu' device, its ops (the NPU kernels call them by
+    schema name) and the hccl backend; without CANN its import fails."""
+    if importlib.util.find_spec("torch_npu") is None:
+        raise DeviceError(f"devices={spec!r}: Ascend NPUs need torch_npu and the CANN toolkit (CANN >= 8.1.RC1), "
+                          "and torch_npu is not installed")
+    try:
+        import torch_npu  # noqa: F401
+    except Exception as e:  # noqa: BLE001  (a missing CANN shows as ImportError or OSError, among others)
+        first_line = (str(e).splitlines() or [type(e).__name__])[0]
+        raise DeviceError(f"devices={spec!r}: torch_npu is installed but does not load ({first_line}); it needs "
+                          "the CANN toolkit (CANN >= 8.1.RC1): source /usr/local/Ascend/ascend-toolkit/set_env.sh")
+
+
 def _npu_visible() -> bool:
     if importlib.util.find_spec("torch_npu") is None:
         return False
-    import torch_npu  # noqa: F401  (registers torch.npu)
+    try:
+        _import_torch_npu("auto")
+    except DeviceError:
+        return False
     return torch.npu.is_available()
-
-
-def _npu_missing(spec: str) -> str:
-    if importlib.util.find_spec("torch_npu") is None:
-        return (f"devices={spec!r}: Ascend NPUs need torch_npu and the CANN toolkit (CANN >= 8.1.RC1), and torch_npu "
-                "is not installed")
-    return f"devices={spec!r}: this mtpserve build has no NPU backend yet"

@@ -18,8 +18,10 @@ import socket
 
 from mtpserve import _C
 
-# The collective backend of each device type (DESIGN §1: gloo on cpu, nccl on cuda, hccl on npu).
-BACKENDS = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
+# The collective backend of each device type (DESIGN §1: gloo on cpu, nccl on cuda, hccl on npu). On the
+# NPU one group holds both: its NPU tensors (activations) go over HCCL, its CPU tensors (the step plans,
+# a host side channel) over gloo.
+BACKENDS = {"cpu": "gloo", "cuda": "nccl", "npu": "cpu:gloo,npu:hccl"}
 # How long one collective may wait for its peers before the step fails. Peers that die are seen
 # at once (their sockets close); this bounds a peer that hangs.
 DEFAULT_TIMEOUT_S = float(os.environ.get("MTPSERVE_COLLECTIVE_TIMEOUT_S", "60"))
@@ -56,7 +58,10 @@ def init_tensor_parallel(rank: int, world_size: int, master_addr: str, device: s
     if kind not in BACKENDS:
         raise ValueError(f"no collective backend for device {device!r}")
     timeout = datetime.timedelta(seconds=timeout_s)
-    if _is_loopback(host):
+    if kind == "npu":
+        import torch_npu  # noqa: F401  (registers the hccl backend; devices.py has checked it loads)
+        torch.npu.set_device(device)
+    if _is_loopback(host):  # every group has a gloo part (the step plans travel on gloo)
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # every rank is local: gloo listens on loopback only
     if kind == "cuda":
         torch.cuda.set_device(device)  # NCCL binds this rank to its own GPU
@@ -67,7 +72,8 @@ def init_tensor_parallel(rank: int, world_size: int, master_addr: str, device: s
     else:
         store = dist.TCPStore(host, store_port(port), world_size, False, timeout)
     dist.init_process_group(BACKENDS[kind], store=store, rank=rank, world_size=world_size, timeout=timeout)
-    control = dist.group.WORLD if BACKENDS[kind] == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
+    # Where the world group takes host tensors over gloo (cpu; npu's mixed backend) it carries the plans too.
+    control = dist.group.WORLD if "gloo" in BACKENDS[kind] else dist.new_group(backend="gloo", timeout=timeout)
     if kind == "cuda":
         check_distinct_gpus(device, control)
     return _C.TensorParallel.from_group_names(dist.group.WORLD.group_name, control.group_name, timeout_s,

@@ -17,10 +17,11 @@ logger = logging.getLogger("mtpserve")
 
 
 def cache_memory(device: str, utilization: float) -> int:
-    """Bytes the KV cache may take: on a GPU, what keeps the device's total use (weights loaded) at
+    """Bytes the KV cache may take: on a GPU or NPU, what keeps the device's total use (weights loaded) at
     `utilization` of its memory, as xLLM's --max_memory_utilization; on the CPU, that share of free RAM."""
-    if device.startswith("cuda"):
-        free, total = torch.cuda.mem_get_info(torch.device(device))
+    kind = device.split(":")[0]
+    if kind in ("cuda", "npu"):  # torch.npu (torch_npu) mirrors torch.cuda's memory queries
+        free, total = getattr(torch, kind).mem_get_info(torch.device(device))
         return max(0, free - int(total * (1 - utilization)))
     return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") * utilization)
 

@@ -1,0 +1,12 @@
+#pragma once
+#include "kernels/norm_rope.h"
+
+namespace mtpserve::kernels::npu {
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& weight,
+                                               double eps);
+at::Tensor rotary(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& cos, const at::Tensor& sin);
+at::Tensor silu_and_mul(const at::Tensor& gate_up);
+
+}  // namespace mtpserve::kernels::npu
