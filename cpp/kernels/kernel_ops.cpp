@@ -23,7 +23,7 @@ std::atomic<bool> npu_kernels_on_cpu{false};
 const KernelOps& npu_ops(bool batch_invariant) {
   if (batch_invariant) {
     throw std::invalid_argument("--batch_invariant: the NPU kernels have no batch-invariant table yet "
-                                "(the CPU has one)");
+                                "(the CPU and CUDA have one)");
   }
   static const KernelOps fast = with_generic(npu::ops());
   return fast;
