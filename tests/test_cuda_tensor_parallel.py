@@ -1,7 +1,8 @@
 """Tensor parallelism over NCCL, one GPU per rank (two real processes): greedy output at TP = 2 equals
 TP = 1 in fp32, where any divergence must be a near-tie of the TP = 1 run (an all-reduce of partial sums
-rounds differently from one GEMM), and MTP k = 1..3 equals k = 0 at TP = 2 under the same rule. The
-divergences are counted and printed (run with -s)."""
+rounds differently from one GEMM), and MTP k = 1..3 equals k = 0 at TP = 2 under the same rule; the
+same for expert parallelism (EP = 2, all-to-all over NCCL). The divergences are counted and printed
+(run with -s)."""
 from __future__ import annotations
 
 import os
@@ -66,3 +67,10 @@ def test_batch_invariant_mtp_equals_no_mtp_at_tp2_in_bf16(tmp_path):
     outputs = run_group(2, runs, PROMPTS, GREEDY, tmp_path / "tp2_invariant.pt", devices=DEVICES)
     for k in (1, 2, 3):
         assert [o["tokens"] for o in outputs[k]] == [o["tokens"] for o in outputs[0]], f"k={k}"
+
+
+def test_expert_parallel_on_two_gpus_equals_one_gpu(tmp_path):
+    reference = one_rank([engine(0)], PROMPTS, GREEDY, device="cuda:0")[0]
+    runs = run_group(2, [engine(0), engine(2)], PROMPTS, GREEDY, tmp_path / "ep2.pt", devices=DEVICES, ep_size=2)
+    check_near_ties("EP2 vs TP1 (fp32)", runs[0], reference)
+    check_near_ties("EP2 k=2 vs k=0 (fp32)", runs[1], runs[0])

@@ -51,8 +51,10 @@ def engine_args(ns: argparse.Namespace) -> EngineArgs:
 
 
 def rank_engine_args(ns: argparse.Namespace, node_rank: int) -> EngineArgs:
-    """Rank node_rank's EngineArgs: its own device where --devices lists one per rank."""
-    return engine_args(argparse.Namespace(**{**vars(ns), "devices": rank_device(ns.devices, node_rank, ns.nnodes)}))
+    """Rank node_rank's EngineArgs: its own device where --devices (--draft_devices) lists one per rank."""
+    draft = ns.draft_devices and rank_device(ns.draft_devices, node_rank, ns.nnodes)
+    return engine_args(argparse.Namespace(**{**vars(ns), "devices": rank_device(ns.devices, node_rank, ns.nnodes),
+                                             "draft_devices": draft}))
 
 
 def cmd_generate(ns: argparse.Namespace) -> int:
