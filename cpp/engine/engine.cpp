@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
 #include <chrono>
@@ -180,6 +181,8 @@ EngineStats Engine::stats() const {
 }
 
 void Engine::loop() {
+  // This thread allocates and launches on the model's device, which need not be the current one (cuda:1).
+  const c10::DeviceGuard device(runner_.device());
   while (true) {
     std::optional<std::string> failure;
     {
