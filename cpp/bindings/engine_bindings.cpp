@@ -128,7 +128,8 @@ void bind_engine(py::module_& m) {
       .def_readwrite("num_speculative_tokens", &EngineConfig::num_speculative_tokens)
       .def_readwrite("enable_graph", &EngineConfig::enable_graph)
       .def_readwrite("graph_max_batch", &EngineConfig::graph_max_batch)
-      .def_readwrite("speculative_policy", &EngineConfig::speculative_policy);
+      .def_readwrite("speculative_policy", &EngineConfig::speculative_policy)
+      .def_readwrite("token_masker", &EngineConfig::token_masker);
   py::class_<Engine>(m, "Engine")
       .def(py::init([](EngineConfig config, const DeepSeekV3& target, std::vector<at::Tensor> caches,
                        const MtpLayer* mtp, std::optional<at::Tensor> mtp_cache) {
