@@ -1,6 +1,7 @@
 // Grammars that limit which tokens a request may produce (structured output, forced tool calls).
 // The engine never interprets a grammar: a request carries an opaque TokenConstraint, and the
-// engine's TokenMasker turns the constraints of a step into one allowed-token mask per sampled row.
+// engine's TokenMasker turns the constraints of a step into one allowed-token mask per sampled row,
+// and revises the MTP drafts the grammar forbids.
 // Row j of a request that verifies drafts is the mask after its outputs and its first j drafts, so
 // every verify row is held to the grammar as a plain decode at that position would be, and MTP stays
 // lossless under it.
@@ -8,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace mtpserve {
 
@@ -25,9 +27,21 @@ struct MaskQuery {
   int64_t first_row;
 };
 
+// One constrained request's drafts for the next step, right after the MTP layer proposed them.
+struct DraftRevision {
+  const TokenConstraint* constraint;
+  std::span<const int64_t> outputs;  // every output token so far
+  std::vector<int64_t>* drafts;      // revised in place; never made longer
+};
+
 class TokenMasker {
  public:
   virtual ~TokenMasker() = default;
+  // The MTP layer drafts without the grammar, and a draft the grammar forbids is sure to be
+  // rejected (with every draft after it). Replaces each request's drafts from its first forbidden
+  // one on with the tokens the grammar forces there, as many as fit (none where it forces none).
+  // Drafts are any deterministic guess, so verification stays lossless whatever this returns.
+  virtual void revise_drafts(std::span<const DraftRevision> revisions) = 0;
   // masks: [rows, words] bits, bit t % 32 of word t / 32 set when token t is allowed; every bit is
   // set on entry. Called on the engine thread, once per step that has constrained requests.
   virtual void fill(std::span<const MaskQuery> queries, int32_t* masks, int64_t rows, int64_t words) = 0;

@@ -478,7 +478,19 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
       r.seq->draft_tokens.clear();
     }
   }
+  revise_constrained_drafts(requests);
   return shape;
+}
+
+void Engine::revise_constrained_drafts(const std::vector<DraftRequest>& requests) {
+  std::vector<DraftRevision> revisions;
+  for (const DraftRequest& r : requests) {
+    Sequence& seq = *r.seq;
+    if (!seq.params.constraint || seq.draft_tokens.empty()) continue;
+    const std::span<const int64_t> tokens(seq.tokens);
+    revisions.push_back({seq.params.constraint.get(), tokens.subspan(seq.num_prompt_tokens), &seq.draft_tokens});
+  }
+  if (!revisions.empty()) config_.token_masker->revise_drafts(revisions);
 }
 
 GraphPlan Engine::graph_plan() const {

@@ -124,7 +124,7 @@ class EngineCore:
         config.enable_graph = self.args.enable_graph
         config.graph_max_batch = self.args.graph_max_batch
         config.speculative_policy = getattr(_C.SpeculationPolicyKind, self.args.speculative_policy)
-        config.token_masker = _C.TokenMasker(self.grammars.fill)
+        config.token_masker = _C.TokenMasker(self.grammars.fill, self.grammars.revise_drafts)
         scheduler = _C.SchedulerConfig()
         scheduler.max_tokens_per_batch = self.args.max_tokens_per_batch
         scheduler.max_seqs_per_batch = self.args.max_seqs_per_batch

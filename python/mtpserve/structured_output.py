@@ -136,3 +136,20 @@ class GrammarMasker:
             self._executor.unsafe_compute_mask_ptr(plain, *shape)
         if verify:
             self._executor.unsafe_compute_mask_ptr_with_draft_token(verify, *shape)
+
+    def revise_drafts(self, revisions: list) -> list[list[int]]:
+        """The engine's callback after drafting: revisions are (state, outputs, drafts) per request. Each
+        request keeps its drafts up to the first the grammar forbids, and from there drafts what the
+        grammar forces (a key, a separator, a closing bracket), which the target then accepts surely."""
+        revised = []
+        for state, outputs, drafts in revisions:
+            state.catch_up(outputs)
+            matcher = state.matcher
+            if matcher.is_error() or matcher.is_stopped():
+                revised.append(drafts)
+                continue
+            valid = matcher.try_consume_tokens(drafts)
+            forced = matcher.compute_ff_tokens() if valid < len(drafts) else []
+            matcher.rollback(valid)
+            revised.append(drafts[:valid] + forced[:len(drafts) - valid])
+        return revised
