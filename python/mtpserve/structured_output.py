@@ -139,17 +139,22 @@ class GrammarMasker:
 
     def revise_drafts(self, revisions: list) -> list[list[int]]:
         """The engine's callback after drafting: revisions are (state, outputs, drafts) per request. Each
-        request keeps its drafts up to the first the grammar forbids, and from there drafts what the
-        grammar forces (a key, a separator, a closing bracket), which the target then accepts surely."""
-        revised = []
-        for state, outputs, drafts in revisions:
-            state.catch_up(outputs)
-            matcher = state.matcher
-            if matcher.is_error() or matcher.is_stopped():
-                revised.append(drafts)
-                continue
-            valid = matcher.try_consume_tokens(drafts)
-            forced = matcher.compute_ff_tokens() if valid < len(drafts) else []
-            matcher.rollback(valid)
-            revised.append(drafts[:valid] + forced[:len(drafts) - valid])
-        return revised
+        request keeps its drafts while the grammar allows them and forces nothing else, and from there
+        drafts what the grammar forces (a key, a separator, a closing bracket) in its own tokenization,
+        which the target then accepts but where it splits the same bytes differently."""
+        return [self._revised(state, outputs, drafts) for state, outputs, drafts in revisions]
+
+    @staticmethod
+    def _revised(state: _RequestGrammar, outputs: memoryview, drafts: list[int]) -> list[int]:
+        state.catch_up(outputs)
+        matcher = state.matcher
+        if matcher.is_error() or matcher.is_stopped():
+            return drafts
+        kept = 0
+        forced = matcher.compute_ff_tokens()
+        while (kept < len(drafts) and (not forced or forced[0] == drafts[kept])
+               and matcher.try_consume_tokens(drafts[kept:kept + 1])):  # try_: a refused token is no error
+            kept += 1
+            forced = matcher.compute_ff_tokens()
+        matcher.rollback(kept)
+        return drafts[:kept] + forced[:len(drafts) - kept]
