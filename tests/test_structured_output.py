@@ -1,5 +1,7 @@
 """The grammar masker on its own (verify-row masks, draft revision) and in the engine: an output the
 grammar forces token by token comes out exactly, with every MTP draft accepted."""
+import subprocess
+import sys
 from array import array
 
 import llguidance
@@ -96,3 +98,24 @@ def test_structured_output_needs_the_engines_grammar_masker():
         SamplingParams(structured_output=StructuredOutput.json_object()).to_cpp()
     with pytest.raises(ValueError, match="min_tokens"):
         SamplingParams(min_tokens=3, structured_output=StructuredOutput.json_object())
+
+
+DROPPED_WHILE_RUNNING = """
+import gc, time
+from mtpserve import LLM, SamplingParams
+from mtpserve.structured_output import StructuredOutput
+llm = LLM(dtype="float32", num_speculative_tokens=2)
+params = SamplingParams(max_tokens=2000, structured_output=StructuredOutput.json_object())
+for i in range(4):
+    llm.core.engine.add_request(str(i), [5, 6, 7], params.to_cpp(llm.core.grammars))
+time.sleep(0.3)
+del llm
+gc.collect()
+print("dropped")
+"""
+
+
+def test_an_engine_dropped_while_masking_does_not_hang():
+    # Its thread waits for the GIL to fill masks while the deleting thread joins it.
+    done = subprocess.run([sys.executable, "-c", DROPPED_WHILE_RUNNING], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "dropped" in done.stdout, done.stderr[-2000:]
