@@ -37,14 +37,15 @@ struct DraftRevision {
 class TokenMasker {
  public:
   virtual ~TokenMasker() = default;
-  // The MTP layer drafts without the grammar, and a draft the grammar forbids is sure to be
-  // rejected (with every draft after it). Replaces each request's drafts from its first forbidden
-  // one on with the tokens the grammar forces there, as many as fit (none where it forces none).
-  // Drafts are any deterministic guess, so verification stays lossless whatever this returns.
-  virtual void revise_drafts(std::span<const DraftRevision> revisions) = 0;
   // masks: [rows, words] bits, bit t % 32 of word t / 32 set when token t is allowed; every bit is
   // set on entry. Called on the engine thread, once per step that has constrained requests.
   virtual void fill(std::span<const MaskQuery> queries, int32_t* masks, int64_t rows, int64_t words) = 0;
+  // The MTP layer drafts without the grammar, and a draft the grammar forbids is sure to be rejected
+  // (with every draft after it). Replaces each request's drafts, from the first one the grammar
+  // forbids (or where it forces another token), with the tokens it forces there, as many as fit
+  // (none where it forces none). Drafts are any deterministic guess: verification stays lossless
+  // whatever this returns. Called on the engine thread after drafting.
+  virtual void revise_drafts(std::span<const DraftRevision> revisions) = 0;
 };
 
 }  // namespace mtpserve

@@ -44,8 +44,8 @@ struct EngineConfig {
   // that have them (CUDA) and a model on one rank.
   bool enable_graph = true;
   int64_t graph_max_batch = 256;
-  // Fills the masks of requests with a grammar (SamplingParams::constraint); without one such
-  // requests are refused.
+  // Fills the masks of requests with a grammar (SamplingParams::constraint) and revises their drafts;
+  // without one such requests are refused.
   std::shared_ptr<TokenMasker> token_masker;
 };
 

@@ -1,12 +1,12 @@
 #include "engine/sampler.h"
 
-#include "engine/token_masks.h"
-
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
+
+#include "engine/token_masks.h"
 
 namespace mtpserve {
 
