@@ -7,8 +7,9 @@ from array import array
 import llguidance
 import numpy as np
 import pytest
+import tokenizers
 
-from mtpserve import LLM, SamplingParams
+from mtpserve import LLM, SamplingParams, tool_calls
 from mtpserve.engine_args import DEFAULT_MODEL
 from mtpserve.structured_output import GrammarMasker, StructuredOutput
 from mtpserve.tokenizer import Tokenizer
@@ -119,3 +120,21 @@ def test_an_engine_dropped_while_masking_does_not_hang():
     # Its thread waits for the GIL to fill masks while the deleting thread joins it.
     done = subprocess.run([sys.executable, "-c", DROPPED_WHILE_RUNNING], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "dropped" in done.stdout, done.stderr[-2000:]
+
+
+def test_a_forced_call_takes_markers_that_are_single_tokens(tokenizer):
+    # DeepSeek-V3's own tokenizer has the tool-call markers as added tokens: the grammar takes them by id.
+    vocab = tokenizers.Tokenizer.from_str(tokenizer.to_json())
+    markers = [tool_calls.CALLS_BEGIN, tool_calls.CALLS_END, tool_calls.CALL_BEGIN, tool_calls.CALL_END, tool_calls.SEP]
+    vocab.add_special_tokens(markers)
+    masker = GrammarMasker(vocab.to_str(), VOCAB + len(markers), [EOS])
+    weather = {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                     "required": ["city"], "additionalProperties": False}}
+    structured = StructuredOutput.tool_call([{"type": "function", "function": weather}], "get_weather",
+                                            vocab.token_to_id)
+    structured.check()
+    call = tool_calls.CALLS_BEGIN + tool_calls.render_call("get_weather", '{"city":"Paris"}') + tool_calls.CALLS_END
+    ids = vocab.encode(call, add_special_tokens=False).ids
+    assert set(vocab.token_to_id(m) for m in markers) <= set(ids)
+    matcher = masker.constraint(structured).state.matcher
+    assert matcher.consume_tokens(ids) and matcher.is_accepting()
