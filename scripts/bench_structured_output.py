@@ -104,7 +104,8 @@ def main() -> None:
     for r in rows:
         rate = "—" if r["acceptance_rate"] is None else f"{r['acceptance_rate']:.2f}"
         print(f"| {r['k']} | {r['batch']} | {r['output']} | {r['tokens']} | {r['ms_per_token']:.2f} | {rate} | "
-              f"{r['tokens_per_step']:.2f} | {r['sample_ms_per_step']:.2f} | {r['draft_ms_per_step']:.2f} | {r['valid_json']}/{r['batch']} |")
+              f"{r['tokens_per_step']:.2f} | {r['sample_ms_per_step']:.2f} | {r['draft_ms_per_step']:.2f} | "
+              f"{r['valid_json']}/{r['batch']} |")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"args": vars(args), "rows": rows}, f, indent=1)

@@ -22,12 +22,14 @@ PERSON = {"type": "object", "additionalProperties": False, "required": ["name", 
                          "color": {"enum": ["red", "green", "blue"]},
                          "tags": {"type": "array", "maxItems": 2, "items": {"enum": ["a", "b"]}}}}
 PERSON_FORMAT = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.", "parameters": {
-    "type": "object", "additionalProperties": False, "required": ["city", "unit"],
-    "properties": {"city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["celsius", "fahrenheit"]}}}}}
-TIME = {"type": "function", "function": {"name": "get_time", "description": "The time in a zone.", "parameters": {
-    "type": "object", "additionalProperties": False, "required": ["zone"],
-    "properties": {"zone": {"type": "string", "maxLength": 8}}}}}
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city.",
+    "parameters": {"type": "object", "additionalProperties": False, "required": ["city", "unit"], "properties": {
+        "city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["celsius", "fahrenheit"]}}}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "The time in a zone.",
+    "parameters": {"type": "object", "additionalProperties": False, "required": ["zone"],
+                   "properties": {"zone": {"type": "string", "maxLength": 8}}}}}
 
 
 def ask(text: str) -> list[dict]:
