@@ -101,6 +101,23 @@ def test_json_object_output_parses(servers):
         assert isinstance(json.loads(text), dict)
 
 
+def test_each_of_n_streamed_choices_follows_the_schema(servers):
+    async def run():
+        async with client(servers[2][1]) as c:
+            texts = {}
+            async for chunk in await c.chat.completions.create(
+                    model="tiny", messages=ask("Three people, please."), response_format=PERSON_FORMAT, n=3,
+                    temperature=1.0, seed=7, max_tokens=96, stream=True):
+                for choice in chunk.choices:
+                    texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+            return texts
+
+    texts = asyncio.run(run())
+    assert sorted(texts) == [0, 1, 2]
+    for text in texts.values():
+        jsonschema.validate(json.loads(text), PERSON)
+
+
 def test_completions_take_a_response_format(servers):
     async def run():
         async with client(servers[2][1]) as c:
