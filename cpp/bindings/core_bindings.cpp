@@ -101,7 +101,7 @@ void bind_sampling_params(py::module_& m) {
       MTPSERVE_FIELD(seed) MTPSERVE_FIELD(presence_penalty) MTPSERVE_FIELD(frequency_penalty)
       MTPSERVE_FIELD(max_tokens) MTPSERVE_FIELD(stop_token_ids) MTPSERVE_FIELD(ignore_eos) MTPSERVE_FIELD(logprobs)
       MTPSERVE_FIELD(repetition_penalty) MTPSERVE_FIELD(logit_bias) MTPSERVE_FIELD(min_tokens)
-      MTPSERVE_FIELD(prompt_logprobs)
+      MTPSERVE_FIELD(prompt_logprobs) MTPSERVE_FIELD(constraint)
 #undef MTPSERVE_FIELD
       .def("validate", &SamplingParams::validate)
       .def_property_readonly("greedy", &SamplingParams::greedy);

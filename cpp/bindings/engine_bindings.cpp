@@ -105,6 +105,16 @@ std::pair<int64_t, std::vector<int64_t>> drafts_after_prefill(const DeepSeekV3& 
   return {first, seq.draft_tokens};
 }
 
+// Deleting an engine joins its thread, which may be waiting for the GIL (a grammar's token masker
+// runs Python): the GIL is released while it joins.
+struct DeleteWithoutGil {
+  void operator()(Engine* engine) const {
+    py::gil_scoped_release no_gil;
+    delete engine;
+  }
+};
+using EngineHolder = std::unique_ptr<Engine, DeleteWithoutGil>;
+
 }  // namespace
 
 void bind_engine(py::module_& m) {
@@ -128,12 +138,13 @@ void bind_engine(py::module_& m) {
       .def_readwrite("num_speculative_tokens", &EngineConfig::num_speculative_tokens)
       .def_readwrite("enable_graph", &EngineConfig::enable_graph)
       .def_readwrite("graph_max_batch", &EngineConfig::graph_max_batch)
-      .def_readwrite("speculative_policy", &EngineConfig::speculative_policy);
-  py::class_<Engine>(m, "Engine")
+      .def_readwrite("speculative_policy", &EngineConfig::speculative_policy)
+      .def_readwrite("token_masker", &EngineConfig::token_masker);
+  py::class_<Engine, EngineHolder>(m, "Engine")
       .def(py::init([](EngineConfig config, const DeepSeekV3& target, std::vector<at::Tensor> caches,
                        const MtpLayer* mtp, std::optional<at::Tensor> mtp_cache) {
-             return std::make_unique<Engine>(std::move(config), target, std::move(caches), mtp,
-                                             mtp_cache.value_or(at::Tensor()));
+             return EngineHolder(new Engine(std::move(config), target, std::move(caches), mtp,
+                                            mtp_cache.value_or(at::Tensor())));
            }),
            py::arg("config"), py::arg("target"), py::arg("caches"), py::arg("mtp") = nullptr,
            py::arg("mtp_cache") = std::nullopt, py::keep_alive<1, 3>(), py::keep_alive<1, 5>())

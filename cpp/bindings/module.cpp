@@ -3,6 +3,7 @@
 
 namespace mtpserve::bindings {
 void bind_model(pybind11::module_& m);
+void bind_token_constraints(pybind11::module_& m);
 void bind_core(pybind11::module_& m);
 void bind_engine(pybind11::module_& m);
 void bind_kernels(pybind11::module_& m);
@@ -11,6 +12,7 @@ void bind_kernels(pybind11::module_& m);
 PYBIND11_MODULE(_C, m) {
   m.doc() = "mtpserve C++ runtime";
   mtpserve::bindings::bind_model(m);
+  mtpserve::bindings::bind_token_constraints(m);
   mtpserve::bindings::bind_core(m);
   mtpserve::bindings::bind_engine(m);
   mtpserve::bindings::bind_kernels(m);

@@ -2,9 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
+
+#include "core/token_constraint.h"
 
 namespace mtpserve {
 
@@ -24,10 +27,12 @@ struct SamplingParams {
   std::vector<std::pair<int64_t, float>> logit_bias;  // (token, added to its logit)
   int64_t min_tokens = 0;  // EOS and stop_token_ids are masked until this many output tokens
   int64_t prompt_logprobs = -1;  // -1: none; n >= 0: each prompt token's logprob plus the top n
+  std::shared_ptr<TokenConstraint> constraint;  // a grammar the output must follow; null: none
 
   // Sampling collapses to argmax: speculative verification can then use exact match.
   bool greedy() const { return temperature == 0.0 || top_k == 1; }
-  // The token is the argmax of the raw logits: greedy, nothing added to or scaled in them first.
+  // The token is the argmax of the logits: greedy, nothing added to or scaled in them first (a
+  // grammar's mask, applied to the logits before any sampling, keeps this true).
   bool argmax_only() const {
     return greedy() && presence_penalty == 0.0 && frequency_penalty == 0.0 && repetition_penalty == 1.0 &&
            logit_bias.empty() && min_tokens == 0;

@@ -59,7 +59,7 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
       blocks_(config_.num_blocks, config_.block_size, config_.enable_prefix_cache),
       scheduler_(config_.scheduler, blocks_),
       runner_(target, std::move(caches), config_.num_speculative_tokens > 0 ? mtp : nullptr, std::move(mtp_cache)),
-      sampler_(runner_.device()),
+      sampler_(runner_.device(), config_.token_masker),
       target_timer_(kernels::ops_for(runner_.device()).make_device_timer()),
       draft_timer_(kernels::ops_for(runner_.device()).make_device_timer()),
       timer_(timer ? std::move(timer) : std::make_unique<SteadyStepTimer>()),
@@ -103,6 +103,10 @@ void Engine::add_request(const std::string& id, std::vector<int64_t> prompt, Sam
       throw std::invalid_argument("request '" + id + "': prompt token id " + std::to_string(t) +
                                   " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
     }
+  }
+  if (params.constraint && !config_.token_masker) {
+    throw std::invalid_argument("request '" + id + "': it has a grammar, but the engine was built without a token "
+                                "masker (EngineConfig.token_masker) to apply grammars");
   }
   if (params.prompt_logprobs >= 0 && tp_.enabled()) {
     throw std::invalid_argument("request '" + id + "': prompt logprobs are not supported under tensor parallelism");
@@ -477,7 +481,19 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
       r.seq->draft_tokens.clear();
     }
   }
+  revise_constrained_drafts(requests);
   return shape;
+}
+
+void Engine::revise_constrained_drafts(const std::vector<DraftRequest>& requests) {
+  std::vector<DraftRevision> revisions;
+  for (const DraftRequest& r : requests) {
+    Sequence& seq = *r.seq;
+    if (!seq.params.constraint || seq.draft_tokens.empty()) continue;
+    const std::span<const int64_t> tokens(seq.tokens);
+    revisions.push_back({seq.params.constraint.get(), tokens.subspan(seq.num_prompt_tokens), &seq.draft_tokens});
+  }
+  if (!revisions.empty()) config_.token_masker->revise_drafts(revisions);
 }
 
 GraphPlan Engine::graph_plan() const {

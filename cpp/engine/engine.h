@@ -44,6 +44,9 @@ struct EngineConfig {
   // that have them (CUDA) and a model on one rank.
   bool enable_graph = true;
   int64_t graph_max_batch = 256;
+  // Fills the masks of requests with a grammar (SamplingParams::constraint) and revises their drafts;
+  // without one such requests are refused.
+  std::shared_ptr<TokenMasker> token_masker;
 };
 
 struct EngineStats {
@@ -115,6 +118,8 @@ class Engine {
   std::vector<SampledSequence> sample(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits);
   // Prompt logprobs of the prompt positions this step's prefill chunks computed (first time only).
   void gather_prompt_logprobs(const SchedulerOutput& plan, const StepInput& input);
+  // Drafts of requests with a grammar, revised by the token masker (TokenMasker::revise_drafts).
+  void revise_constrained_drafts(const std::vector<DraftRequest>& requests);
   void record_verification(Request& request, int64_t drafts, int64_t accepted);
   // Counts the step's k and, for a decode-only step, feeds its verify time to the cost model.
   void record_step(const SchedulerOutput& plan, const StepInput& input, double seconds);

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "engine/token_masks.h"
+
 namespace mtpserve {
 
 namespace {
@@ -99,9 +101,16 @@ std::vector<at::Tensor> to_device(const std::vector<const std::vector<T>*>& colu
 std::vector<SampledSequence> Sampler::sample(const at::Tensor& logits,
                                              const std::vector<SampleRequest>& requests) const {
   if (requests.empty()) return {};
-  if (std::all_of(requests.begin(), requests.end(), [](const SampleRequest& r) { return r.params->argmax_only(); })) {
-    return sample_argmax(logits, requests);
-  }
+  const at::Tensor masked = mask_logits(logits, requests, masker_.get());
+  const bool argmax = std::all_of(requests.begin(), requests.end(),
+                                  [](const SampleRequest& r) { return r.params->argmax_only(); });
+  std::vector<SampledSequence> out = argmax ? sample_argmax(masked, requests) : sample_distributions(masked, requests);
+  add_logprobs(logits, requests, out);
+  return out;
+}
+
+std::vector<SampledSequence> Sampler::sample_distributions(const at::Tensor& logits,
+                                                           const std::vector<SampleRequest>& requests) const {
   int64_t max_drafts = 0;
   for (const auto& r : requests) max_drafts = std::max(max_drafts, static_cast<int64_t>(r.drafts.size()));
   const HostBatch b = collect(requests, logits.size(0), logits.size(1), max_drafts);
@@ -129,7 +138,6 @@ std::vector<SampledSequence> Sampler::sample(const at::Tensor& logits,
     out[s].accepted = accepted[s];
     out[s].tokens.assign(tokens + s * (max_drafts + 1), tokens + s * (max_drafts + 1) + accepted[s] + 1);
   }
-  add_logprobs(logits, requests, out);
   return out;
 }
 
@@ -150,7 +158,6 @@ std::vector<SampledSequence> Sampler::sample_argmax(const at::Tensor& logits,
       out[s].accepted += 1;
     }
   }
-  add_logprobs(logits, requests, out);
   return out;
 }
 

@@ -2,9 +2,11 @@
 // Turns a step's logits rows into tokens on the compute device: every sequence that samples this
 // step gets a plain sample (penalties, temperature, top-k, top-p, min-p; greedy or seeded) or the
 // speculative verification of its drafts, all in one batch (kernels/sampling.h), and the tokens
-// come back to the host in one copy. Logprobs are of the model's raw distribution.
+// come back to the host in one copy. A request's grammar masks its rows first (engine/token_masks.h).
+// Logprobs are of the model's raw distribution.
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -40,11 +42,15 @@ struct SampledSequence {
 
 class Sampler {
  public:
-  explicit Sampler(const at::Device& device) : device_(device), ops_(&kernels::ops_for(device)) {}
+  // masker: fills the masks of requests with a grammar (SamplingParams::constraint); may be null.
+  explicit Sampler(const at::Device& device, std::shared_ptr<TokenMasker> masker = nullptr)
+      : device_(device), ops_(&kernels::ops_for(device)), masker_(std::move(masker)) {}
 
   std::vector<SampledSequence> sample(const at::Tensor& logits, const std::vector<SampleRequest>& requests) const;
 
  private:
+  std::vector<SampledSequence> sample_distributions(const at::Tensor& logits,
+                                                    const std::vector<SampleRequest>& requests) const;
   std::vector<SampledSequence> sample_argmax(const at::Tensor& logits,
                                              const std::vector<SampleRequest>& requests) const;
   void add_logprobs(const at::Tensor& logits, const std::vector<SampleRequest>& requests,
@@ -52,6 +58,7 @@ class Sampler {
 
   at::Device device_;
   const kernels::KernelOps* ops_;
+  std::shared_ptr<TokenMasker> masker_;
 };
 
 }  // namespace mtpserve

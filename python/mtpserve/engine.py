@@ -11,6 +11,7 @@ import torch
 from mtpserve import _C
 from mtpserve.engine_args import EngineArgs
 from mtpserve.model_loader import LoadedModel, load_draft, load_model
+from mtpserve.structured_output import GrammarMasker
 from mtpserve.tokenizer import Tokenizer
 
 logger = logging.getLogger("mtpserve")
@@ -95,6 +96,7 @@ class EngineCore:
         self.args = args
         self.model, self.max_model_len, self.num_blocks = _load(args, tp, agree_num_blocks)
         self.tokenizer = Tokenizer.from_dir(args.model_path)
+        self.grammars = GrammarMasker(self.tokenizer.to_json(), self.model.config.vocab_size, self._eos_token_ids())
         caches, mtp_caches = self.model.allocate_caches(self.num_blocks, args.block_size)
         # k > num_nextn_predict_layers reuses the first MTP layer on its own output, as DeepSeek-V3 does.
         mtp = self.model.mtp_layers[0] if self.model.mtp_layers else None
@@ -120,12 +122,13 @@ class EngineCore:
         config.num_blocks = self.num_blocks
         config.enable_prefix_cache = self.args.enable_prefix_cache
         config.max_model_len = self.max_model_len
-        config.eos_token_ids = sorted(set(self.model.config.eos_token_ids) | set(self.tokenizer.eos_token_ids))
+        config.eos_token_ids = self._eos_token_ids()
         config.seed = self.args.seed
         config.num_speculative_tokens = self.args.num_speculative_tokens
         config.enable_graph = self.args.enable_graph
         config.graph_max_batch = self.args.graph_max_batch
         config.speculative_policy = getattr(_C.SpeculationPolicyKind, self.args.speculative_policy)
+        config.token_masker = _C.TokenMasker(self.grammars.fill, self.grammars.revise_drafts)
         scheduler = _C.SchedulerConfig()
         scheduler.max_tokens_per_batch = self.args.max_tokens_per_batch
         scheduler.max_seqs_per_batch = self.args.max_seqs_per_batch
@@ -133,6 +136,9 @@ class EngineCore:
         scheduler.num_speculative_tokens = self.args.num_speculative_tokens
         config.scheduler = scheduler
         return config
+
+    def _eos_token_ids(self) -> list[int]:
+        return sorted(set(self.model.config.eos_token_ids) | set(self.tokenizer.eos_token_ids))
 
     def shutdown(self) -> None:
         self.engine.shutdown()

@@ -61,7 +61,7 @@ class LLM:
         else:
             raise ValueError(f"a prompt must be a string or a list of token ids, got {type(prompt).__name__}")
         state = RequestState(str(next(self._ids)), text, ids, params, self.tokenizer)
-        self.core.engine.add_request(state.request_id, ids, params.to_cpp())
+        self.core.engine.add_request(state.request_id, ids, params.to_cpp(self.core.grammars))
         return state
 
     def _run(self, states: list[RequestState], use_tqdm: bool) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from mtpserve.structured_output import GrammarMasker, StructuredOutput
+
 MAX_LOGPROBS = 20
 _UINT64 = 1 << 64
 _INT64_MAX = (1 << 63) - 1  # the engine's ints are int64: larger values cannot reach it
@@ -39,6 +41,7 @@ class SamplingParams:
     prompt_logprobs: int | None = None  # the same for each prompt token (computed in the prefill)
     skip_special_tokens: bool = True
     include_stop_str_in_output: bool = False
+    structured_output: StructuredOutput | None = None  # a grammar the output must follow
 
     def __post_init__(self):
         def bad(name, requirement):
@@ -89,14 +92,19 @@ class SamplingParams:
         if not isinstance(ids, (list, tuple)) or not all(_is_int(i) and 0 <= i <= _INT64_MAX for i in ids):
             bad("stop_token_ids", f"a list of non-negative ints <= {_INT64_MAX}")
         self.stop_token_ids = list(ids)
+        if self.structured_output is not None and not isinstance(self.structured_output, StructuredOutput):
+            bad("structured_output", "None or a StructuredOutput")
+        if self.structured_output is not None and self.min_tokens:
+            bad("min_tokens", "0 with a structured output, whose grammar decides where the output ends")
 
     @property
     def greedy(self) -> bool:
         """Sampling collapses to argmax (the same rule as the C++ SamplingParams::greedy)."""
         return self.temperature == 0 or self.top_k == 1
 
-    def to_cpp(self):
-        """The engine's mtpserve._C.SamplingParams with the same values."""
+    def to_cpp(self, grammars: GrammarMasker | None = None):
+        """The engine's mtpserve._C.SamplingParams with the same values; a structured output gets a fresh
+        grammar state from `grammars` (the engine's masker)."""
         from mtpserve import _C
 
         p = _C.SamplingParams()
@@ -116,4 +124,8 @@ class SamplingParams:
         p.ignore_eos = self.ignore_eos
         p.logprobs = -1 if self.logprobs is None else self.logprobs
         p.prompt_logprobs = -1 if self.prompt_logprobs is None else self.prompt_logprobs
+        if self.structured_output is not None:
+            if grammars is None:
+                raise ValueError("structured output needs the engine's grammar masker (EngineCore.grammars)")
+            p.constraint = grammars.constraint(self.structured_output)
         return p

@@ -115,6 +115,14 @@ class Tokenizer:
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
+    def to_json(self) -> str:
+        """The tokenizers JSON of the vocabulary (what the grammar library builds its token trie from)."""
+        return self._tok.to_str()
+
+    def token_id(self, text: str) -> int | None:
+        """The id of `text` when the vocabulary has it as one token."""
+        return self._tok.token_to_id(text)
+
     def id_to_token(self, token_id: int) -> str | None:
         return self._tok.id_to_token(token_id)
 

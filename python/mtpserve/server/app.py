@@ -146,9 +146,10 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
         except RuntimeError as e:
             raise APIError(503, str(e), code="service_unavailable") from None
 
-    def start(prompts: list[Prompt], body, prompt_param: str, request_id: str) -> Samples:
-        """Submits the request's samples; omitted max_tokens is whatever context is left."""
-        params = [body.sampling_params(engine.default_max_tokens(len(p.token_ids))) for p in prompts]
+    def start(prompts: list[Prompt], body, prompt_param: str, request_id: str, **options) -> Samples:
+        """Submits the request's samples; omitted max_tokens is whatever context is left. options: more
+        arguments of body.sampling_params."""
+        params = [body.sampling_params(engine.default_max_tokens(len(p.token_ids)), **options) for p in prompts]
         n, best_of = body.choice_counts()
         max_tokens = body.requested_max_tokens
         return Samples(prompts, params, n, best_of,
@@ -281,7 +282,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
             raise APIError(400, str(e), param="messages") from None
         ids = await tokenize(text, "messages", add_special_tokens=False)
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
-        samples = start([Prompt(ids, text)], body, "messages", request_id)
+        samples = start([Prompt(ids, text)], body, "messages", request_id, token_id=engine.tokenizer.token_id)
         model, created_at = body.model or served_model_name, int(time.time())
         top_n = (body.top_logprobs or 0) if body.logprobs else None
         parse_calls = body.active_tools is not None

@@ -174,6 +174,7 @@ class AsyncEngine:
         self.core = core
         self.engine = core.engine
         self.tokenizer = core.tokenizer
+        self.grammars = getattr(core, "grammars", None)  # structured output's GrammarMasker
         self.max_model_len: int = core.max_model_len
         model_config = getattr(getattr(core, "model", None), "config", None)
         self.vocab_size: int | None = getattr(model_config, "vocab_size", None) or getattr(self.tokenizer, "vocab_size",
@@ -366,7 +367,7 @@ class AsyncEngine:
             self._admit(request_id, len(state.prompt_token_ids))
             self._streams[request_id] = (loop, queue)
         try:
-            self.engine.add_request(request_id, state.prompt_token_ids, params.to_cpp())
+            self.engine.add_request(request_id, state.prompt_token_ids, params.to_cpp(self.grammars))
         except Exception:
             with self._lock:
                 self._streams.pop(request_id, None)

@@ -4,12 +4,13 @@ SamplingParams. A body that does not fit these shapes is a 422; values that fit 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict
 
 from mtpserve.outputs import Logprob
 from mtpserve.sampling_params import SamplingParams
+from mtpserve.structured_output import StructuredOutput
 from mtpserve.server.async_engine import RequestRefused, check_text
 from mtpserve.server.errors import APIError
 
@@ -50,6 +51,7 @@ class _SamplingRequest(_Strict):
     logit_bias: dict[str, float] | None = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
+    response_format: dict[str, Any] | None = None
 
     def choice_counts(self) -> tuple[int, int]:
         """(n, best_of): the choices returned per prompt, and the samples drawn to pick them from."""
@@ -83,8 +85,27 @@ class _SamplingRequest(_Strict):
                 raise APIError(400, f"logit_bias keys must be token ids, got {key!r}", param="logit_bias") from None
         return bias
 
-    def _sampling_params(self, max_tokens: int, logprobs: int | None,
-                         aliases: dict[str, str] | None = None) -> SamplingParams:
+    def _response_format(self) -> StructuredOutput | None:
+        """OpenAI's response_format: text, json_object, or json_schema {"name", "schema", ...}."""
+        fmt = self.response_format or {"type": "text"}
+        kind = fmt.get("type")
+        if kind == "text":
+            return None
+        if kind == "json_object":
+            return StructuredOutput.json_object()
+        if kind != "json_schema":
+            raise APIError(400, f"response_format type must be 'text', 'json_object' or 'json_schema', got {kind!r}",
+                           param="response_format")
+        spec = fmt.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+            raise APIError(400, "response_format json_schema must be {'type': 'json_schema', 'json_schema': "
+                                "{'name': ..., 'schema': {...}}} with the schema a JSON object",
+                           param="response_format")
+        return _checked(StructuredOutput.json_schema(spec["schema"]), "response_format: invalid JSON schema",
+                        "response_format")
+
+    def _sampling_params(self, max_tokens: int, logprobs: int | None, aliases: dict[str, str] | None = None,
+                         structured_output: StructuredOutput | None = None) -> SamplingParams:
         """aliases: the request's name of a SamplingParams field, for the error's `param`."""
         values: dict[str, Any] = dict(max_tokens=max_tokens, logprobs=logprobs, stop=self.stop,
                                       stop_token_ids=self.stop_token_ids, ignore_eos=self.ignore_eos,
@@ -96,6 +117,7 @@ class _SamplingRequest(_Strict):
             except RequestRefused as e:
                 raise APIError(400, str(e), param="stop") from None
         values["logit_bias"] = self._logit_bias()
+        values["structured_output"] = structured_output
         for name in ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
                      "repetition_penalty", "min_tokens"):
             if getattr(self, name) is not None:
@@ -140,7 +162,7 @@ class CompletionRequest(_SamplingRequest):
             raise APIError(400, "suffix is not supported", param="suffix")
         # The engine always generates: echo_only runs one token, and the response leaves it out.
         max_tokens = 1 if self.echo_only else default_max_tokens if self.max_tokens is None else self.max_tokens
-        params = self._sampling_params(max_tokens, self.logprobs)
+        params = self._sampling_params(max_tokens, self.logprobs, structured_output=self._response_format())
         if self.echo and self.logprobs is not None:
             params.prompt_logprobs = self.logprobs
         return params
@@ -153,7 +175,6 @@ class ChatCompletionRequest(_SamplingRequest):
     top_logprobs: int | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
-    response_format: dict[str, Any] | None = None
 
     @property
     def requested_max_tokens(self) -> int | None:
@@ -171,15 +192,41 @@ class ChatCompletionRequest(_SamplingRequest):
                     function.get("name"), str) or not function["name"]:
                 raise APIError(400, f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ..., "
                                     f"'description': ..., 'parameters': ...}}}}", param="tools")
-        if self.tool_choice not in (None, "auto", "none"):
-            raise APIError(400, "tool_choice must be 'auto' or 'none' (forcing a call needs a grammar, "
-                                "which is not supported yet)", param="tool_choice")
 
-    def sampling_params(self, default_max_tokens: int) -> SamplingParams:
+    def _forced_call(self, token_id: Callable[[str], int | None]) -> StructuredOutput | None:
+        """tool_choice "required" (one or more calls) or {"type": "function", "function": {"name": N}} (one
+        call of N) as a grammar; None for "auto" and "none"."""
+        choice = self.tool_choice
+        if choice in (None, "auto", "none"):
+            return None
+        names = [t["function"]["name"] for t in self.tools or []]
+        if choice == "required":
+            name = None
+        elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(
+                choice.get("function"), dict) and isinstance(choice["function"].get("name"), str):
+            name = choice["function"]["name"]
+            if name not in names:
+                raise APIError(400, f"tool_choice names the function {name!r}, which is not among the tools "
+                                    f"({', '.join(names) or 'none given'})", param="tool_choice")
+        else:
+            raise APIError(400, "tool_choice must be 'auto', 'none', 'required' or {'type': 'function', "
+                                "'function': {'name': ...}}", param="tool_choice")
+        if not names:
+            raise APIError(400, "tool_choice forces a tool call, but the request has no tools", param="tool_choice")
+        return _checked(StructuredOutput.tool_call(self.tools, name, token_id), "tools: invalid parameters schema",
+                        "tools")
+
+    def sampling_params(self, default_max_tokens: int,
+                        token_id: Callable[[str], int | None] = lambda text: None) -> SamplingParams:
+        """token_id: the tokenizer's id of a tool-call marker that is one token (a forced call's grammar
+        uses it)."""
         self._check_common()
         self._check_tools()
-        if self.response_format and self.response_format.get("type", "text") != "text":
-            raise APIError(400, "only response_format {'type': 'text'} is supported", param="response_format")
+        forced = self._forced_call(token_id)
+        structured = self._response_format()
+        if forced and structured:
+            raise APIError(400, "a forced tool call and a JSON response_format cannot be combined",
+                           param="response_format")
         if self.top_logprobs is not None and not self.logprobs:
             raise APIError(400, "top_logprobs needs logprobs to be true", param="top_logprobs")
         requested = self.requested_max_tokens
@@ -187,7 +234,15 @@ class ChatCompletionRequest(_SamplingRequest):
         if self.max_completion_tokens is not None:
             aliases["max_tokens"] = "max_completion_tokens"
         return self._sampling_params(default_max_tokens if requested is None else requested,
-                                     (self.top_logprobs or 0) if self.logprobs else None, aliases)
+                                     (self.top_logprobs or 0) if self.logprobs else None, aliases, forced or structured)
+
+
+def _checked(structured: StructuredOutput, problem: str, param: str) -> StructuredOutput:
+    try:
+        structured.check()
+    except ValueError as e:
+        raise APIError(400, f"{problem}: {e}", param=param) from None
+    return structured
 
 
 # ---- response shapes ----------------------------------------------------------------------------
