@@ -7,6 +7,9 @@ for k > 0; its drafts are random, so every verify step verifies k drafts). Each 
 4096-token context; the engine runs with CUDA graphs and the fixed policy. The step time is the engine's
 own CUDA-event time of the target step, averaged over the steps in which every sequence decodes.
 `--batch-invariant both` runs the same weights with the default and the batch-invariant kernels.
+`--acceptance P` measures P1: for k > 0 the drafts are the k = 0 run's outputs, each right with probability P
+(the MTP layer still drafts; Engine.override_drafts replaces its drafts), and the speedup in tokens per wall
+second is compared with its ideal from the engine's device times.
 
 Floor = bytes the step must read / device copy bandwidth (1 GiB copy_ in the same run): every attention
 weight, the shared expert and router, the expected distinct routed experts for B * (k + 1) tokens under
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import time
 
 import torch
 
@@ -101,25 +105,45 @@ def engine(config, target, mtp, caches, mtp_cache, k: int, batch: int) -> _C.Eng
     return _C.Engine(c, target, caches, mtp if k else None, mtp_cache if k else None)
 
 
-def decode_step_seconds(eng, prompts, max_tokens: int, tag: str) -> tuple[float, int]:
-    """(device seconds per target step, steps) over the window in which every sequence decodes: from
-    the moment all have their first token (prefill done) to the moment the first one finishes."""
+def decode_window(eng, prompts, max_tokens: int, tag: str, futures=None) -> dict:
+    """The window in which every sequence decodes (from the moment all have their first token to the moment
+    the first one finishes): device seconds per target step and per drafting, steps, wall seconds, tokens
+    emitted and drafts accepted in it, and every sequence's output. `futures`: drafts injected per sequence
+    (Engine.override_drafts: the MTP layer still runs, its drafts are replaced)."""
     params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True).to_cpp()
     for i, prompt in enumerate(prompts):
         eng.add_request(f"{tag}-{i}", prompt, params)
-    tokens, finished, start, end = {}, 0, None, None
+        if futures is not None:
+            eng.override_drafts(f"{tag}-{i}", futures[i])
+    outputs, finished, start, end, emitted = {}, 0, None, None, 0
     while finished < len(prompts):
         for o in eng.get_outputs(1.0):
-            tokens[o.request_id] = tokens.get(o.request_id, 0) + len(o.token_ids)
+            outputs.setdefault(o.request_id, []).extend(o.token_ids)
+            emitted += len(o.token_ids) if start is not None and end is None else 0
             finished += o.finished
         if eng.error():
             raise RuntimeError(eng.error())
-        if start is None and len(tokens) == len(prompts):
-            start = eng.stats()
+        if start is None and len(outputs) == len(prompts):
+            start, started = eng.stats(), time.perf_counter()
         if end is None and finished:
-            end = eng.stats()
+            end, ended = eng.stats(), time.perf_counter()
     steps = end.steps - start.steps
-    return (end.target_seconds - start.target_seconds) / steps, steps
+    return {"target_s": (end.target_seconds - start.target_seconds) / steps,
+            "draft_s": (end.draft_seconds - start.draft_seconds) / steps, "steps": steps,
+            "wall_s": ended - started, "tokens": emitted,
+            "accepted": end.spec.accepted_tokens - start.spec.accepted_tokens,
+            "outputs": [outputs[f"{tag}-{i}"] for i in range(len(prompts))]}
+
+
+def with_acceptance(outputs: list[list[int]], rate: float, gen: torch.Generator) -> list[list[int]]:
+    """Each greedy output with every token replaced, with probability 1 - rate, by another token: as drafts,
+    each is right with probability `rate` (the first wrong one ends a step's accepted run)."""
+    futures = []
+    for out in outputs:
+        wrong = torch.rand(len(out), generator=gen) >= rate
+        other = torch.randint(2, VOCAB, (len(out),), generator=gen)
+        futures.append([(t + 1 if o == t else o) if w else t for t, w, o in zip(out, wrong.tolist(), other.tolist())])
+    return futures
 
 
 def floor_bytes(batch: int, k: int) -> float:
@@ -132,14 +156,43 @@ def floor_bytes(batch: int, k: int) -> float:
     return LAYERS * (attention + moe + kv) + VOCAB * H * BF16
 
 
+def p1(w: dict, reference: dict, batch: int, k: int) -> dict:
+    """P1 for one k against the k = 0 run: the measured speedup (tokens per wall second in the decode
+    window) and its ideal, (1 + accepted drafts per sequence-step) x t0 / (t_verify + t_draft), all device
+    times from the same run; and the verify step's cost over t0 against the ratio of their floors."""
+    accepted = w["accepted"] / (w["steps"] * batch)
+    t0 = reference["target_s"]
+    ideal = (1 + accepted) * t0 / (w["target_s"] + w["draft_s"])
+    speedup = (w["tokens"] / w["wall_s"]) / (reference["tokens"] / reference["wall_s"])
+    return {"accepted_per_step": accepted, "draft_us": w["draft_s"] * 1e6, "speedup": speedup, "ideal": ideal,
+            "speedup_over_ideal": speedup / ideal, "verify_over_t0": w["target_s"] / t0,
+            "floor_ratio": floor_bytes(batch, k) / floor_bytes(batch, 0)}
+
+
+def print_p1(results: list[dict], rate: float) -> None:
+    print(f"\nP1, injected drafts each right with probability {rate}:\n")
+    print("| B | k | accepted / step | t_verify / t0 | floor ratio | draft µs | speedup | ideal | speedup / ideal |\n"
+          "|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        if "ideal" in r:
+            print(f"| {r['batch']} | {r['k']} | {r['accepted_per_step']:.2f} | {r['verify_over_t0']:.2f} | "
+                  f"{r['floor_ratio']:.2f} | {r['draft_us']:.0f} | {r['speedup']:.2f} | {r['ideal']:.2f} | "
+                  f"{r['speedup_over_ideal']:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--ks", type=int, nargs="+", default=[0, 1, 2, 3])
     parser.add_argument("--decode-tokens", type=int, default=48)
     parser.add_argument("--batch-invariant", choices=("off", "on", "both"), default="off")
+    parser.add_argument("--acceptance", type=float, default=None,
+                        help="P1: for k > 0, inject drafts taken from the k = 0 run's outputs, each right with this "
+                             "probability, and compare the speedup with its ideal")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    if args.acceptance is not None and args.ks[0] != 0:
+        parser.error("--acceptance needs k = 0 first in --ks: its outputs are the injected drafts")
     bandwidth = copy_bandwidth(20)
     weights = build_weights()
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.batch_invariant]
@@ -152,14 +205,22 @@ def main() -> None:
         config, target, mtp = build_model(weights, invariant)
         for batch in args.batches:
             prompts = [torch.randint(2, VOCAB, (CONTEXT,), generator=gen).tolist() for _ in range(batch)]
+            reference = None
             for k in args.ks:
                 eng = engine(config, target, mtp, caches, mtp_cache, k, batch)
+                futures = None
+                if k > 0 and args.acceptance is not None:
+                    futures = with_acceptance(reference["outputs"], args.acceptance, gen)
                 # Prefill takes about one step per sequence: long enough outputs leave a window of pure decode.
-                step_s, steps = decode_step_seconds(eng, prompts, 2 * batch + args.decode_tokens, f"b{batch}k{k}")
+                w = decode_window(eng, prompts, 2 * batch + args.decode_tokens, f"b{batch}k{k}", futures)
                 eng.shutdown()
+                reference = reference or w
                 floor_s = floor_bytes(batch, k) / bandwidth
-                r = {"batch_invariant": invariant, "batch": batch, "k": k, "step_us": step_s * 1e6,
-                     "floor_us": floor_s * 1e6, "percent_of_floor": 100 * floor_s / step_s, "decode_steps": steps}
+                r = {"batch_invariant": invariant, "batch": batch, "k": k, "step_us": w["target_s"] * 1e6,
+                     "floor_us": floor_s * 1e6, "percent_of_floor": 100 * floor_s / w["target_s"],
+                     "decode_steps": w["steps"]}
+                if futures is not None:
+                    r |= p1(w, reference, batch, k)
                 results.append(r)
                 print(json.dumps(r), flush=True)
         del target, mtp
@@ -173,6 +234,8 @@ def main() -> None:
         cost = r["step_us"] / default.get((r["batch"], r["k"]), float("nan"))
         print(f"| {'on' if r['batch_invariant'] else 'off'} | {r['batch']} | {r['k']} | {r['step_us']:.0f} | "
               f"{r['floor_us']:.0f} | {r['percent_of_floor']:.0f}% | {ratio:.2f} | {cost:.2f} |")
+    if args.acceptance is not None:
+        print_p1(results, args.acceptance)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(0), "copy_bandwidth": bandwidth, "results": results}, f,
