@@ -291,55 +291,10 @@ void Engine::step() {
     const double verified_at = timer_->seconds();
     if (policy_) record_step(plan, input, verified_at);
 
-    std::vector<RequestOutput> outputs;
     std::vector<int64_t> first_pairs, finished;  // finished requests are dropped once the step is done
-    size_t next = 0;
-    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-      Sequence& seq = *plan.scheduled[i].seq;
-      first_pairs.push_back(seq.num_computed_tokens);
-      const int64_t samples = input.num_samples[i];
-      if (samples == 0) {
-        seq.num_computed_tokens += plan.scheduled[i].num_new_tokens;
-        continue;
-      }
-      Request& request = requests_.at(seq.id);
-      SampledSequence& result = sampled[next++];
-      if (const auto unused = std::exchange(request.unused_draft, std::nullopt); unused && samples == 1) {
-        policy_->acceptance().record(seq.id, 1, result.tokens[0] == *unused ? 1 : 0);
-      }
-      RequestOutput out{request.id};
-      out.num_prompt_tokens = seq.num_prompt_tokens;
-      out.num_cached_tokens = seq.num_cached_tokens;
-      if (samples == 1) {
-        seq.num_computed_tokens += plan.scheduled[i].num_new_tokens;
-      } else {
-        record_verification(request, samples - 1, result.accepted);
-        seq.draft_tokens.clear();
-        seq.num_computed_tokens += static_cast<int64_t>(result.tokens.size());
-      }
-      if (seq.params.logprobs >= 0) out.logprobs = std::move(result.logprobs);
-      if (seq.params.prompt_logprobs >= 0 && !request.prompt_logprobs_sent) {
-        out.prompt_logprobs = std::move(request.prompt_logprobs);
-        request.prompt_logprobs_sent = true;
-      }
-      const bool done = append_tokens(request, result.tokens, out);
-      out.spec = request.spec;
-      if (done) {
-        out.logprobs.resize(std::min(out.logprobs.size(), out.token_ids.size()));
-        finished.push_back(seq.id);
-      }
-      outputs.push_back(std::move(out));
-    }
+    std::vector<RequestOutput> outputs = apply_samples(plan, input, sampled, first_pairs, finished);
     const double sampled_at = timer_->seconds();
-    if (drafter_) {
-      draft_timer_->start();
-      const DraftShape shape = draft(plan, input, first_pairs);
-      draft_timer_->stop();
-      if (decode_only(plan)) {
-        policy_->costs().record_draft(shape.num_seqs, shape.fill_rows, shape.recursions, shape.recursion_rows,
-                                      timer_->seconds() - sampled_at);
-      }
-    }
+    if (drafter_) draft_next(plan, input, first_pairs, sampled_at);
     {
       std::lock_guard lock(stats_mutex_);
       stats_.target_seconds += target_timer_->seconds();
@@ -360,6 +315,64 @@ void Engine::step() {
         std::string(tp_.enabled() ? "tensor-parallel step failed: " : "engine step failed: ") + e.what();
     fail(reason);
     fail_step(plan, reason);
+  }
+}
+
+// Appends each sequence's sampled tokens (accepted drafts included), advances its computed tokens and
+// collects its output; `first_pairs` gets each scheduled sequence's computed tokens before the step and
+// `finished` the requests this step finished.
+std::vector<RequestOutput> Engine::apply_samples(const SchedulerOutput& plan, const StepInput& input,
+                                                 std::vector<SampledSequence>& sampled,
+                                                 std::vector<int64_t>& first_pairs, std::vector<int64_t>& finished) {
+  std::vector<RequestOutput> outputs;
+  size_t next = 0;
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    Sequence& seq = *plan.scheduled[i].seq;
+    first_pairs.push_back(seq.num_computed_tokens);
+    const int64_t samples = input.num_samples[i];
+    if (samples == 0) {
+      seq.num_computed_tokens += plan.scheduled[i].num_new_tokens;
+      continue;
+    }
+    Request& request = requests_.at(seq.id);
+    SampledSequence& result = sampled[next++];
+    if (const auto unused = std::exchange(request.unused_draft, std::nullopt); unused && samples == 1) {
+      policy_->acceptance().record(seq.id, 1, result.tokens[0] == *unused ? 1 : 0);
+    }
+    RequestOutput out{request.id};
+    out.num_prompt_tokens = seq.num_prompt_tokens;
+    out.num_cached_tokens = seq.num_cached_tokens;
+    if (samples == 1) {
+      seq.num_computed_tokens += plan.scheduled[i].num_new_tokens;
+    } else {
+      record_verification(request, samples - 1, result.accepted);
+      seq.draft_tokens.clear();
+      seq.num_computed_tokens += static_cast<int64_t>(result.tokens.size());
+    }
+    if (seq.params.logprobs >= 0) out.logprobs = std::move(result.logprobs);
+    if (seq.params.prompt_logprobs >= 0 && !request.prompt_logprobs_sent) {
+      out.prompt_logprobs = std::move(request.prompt_logprobs);
+      request.prompt_logprobs_sent = true;
+    }
+    const bool done = append_tokens(request, result.tokens, out);
+    out.spec = request.spec;
+    if (done) {
+      out.logprobs.resize(std::min(out.logprobs.size(), out.token_ids.size()));
+      finished.push_back(seq.id);
+    }
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
+void Engine::draft_next(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
+                        double sampled_at) {
+  draft_timer_->start();
+  const DraftShape shape = draft(plan, input, first_pairs);
+  draft_timer_->stop();
+  if (decode_only(plan)) {
+    policy_->costs().record_draft(shape.num_seqs, shape.fill_rows, shape.recursions, shape.recursion_rows,
+                                  timer_->seconds() - sampled_at);
   }
 }
 

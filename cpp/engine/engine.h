@@ -116,6 +116,12 @@ class Engine {
   void step();
   // Samples (or verifies the drafts of) every scheduled sequence with samples this step.
   std::vector<SampledSequence> sample(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits);
+  std::vector<RequestOutput> apply_samples(const SchedulerOutput& plan, const StepInput& input,
+                                           std::vector<SampledSequence>& sampled, std::vector<int64_t>& first_pairs,
+                                           std::vector<int64_t>& finished);
+  // Drafts the next step's tokens and, for a decode-only step, feeds the drafting time to the cost model.
+  void draft_next(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
+                  double sampled_at);
   // Prompt logprobs of the prompt positions this step's prefill chunks computed (first time only).
   void gather_prompt_logprobs(const SchedulerOutput& plan, const StepInput& input);
   // Drafts of requests with a grammar, revised by the token masker (TokenMasker::revise_drafts).
