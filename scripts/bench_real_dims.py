@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 
 import torch
@@ -227,8 +226,8 @@ def main() -> None:
     base = {(r["batch_invariant"], r["batch"]): r["step_us"] for r in results if r["k"] == 0}
     default = {(r["batch"], r["k"]): r["step_us"] for r in results if not r["batch_invariant"]}
     print(f"\ncopy bandwidth {bandwidth / 1e9:.0f} GB/s ({torch.cuda.get_device_name(0)})\n")
-    print("| batch-invariant | B | k | step µs | floor µs | % of floor | step / (k = 0 step) | step / default mode's |\n"
-          "|---|---|---|---|---|---|---|---|")
+    print("| batch-invariant | B | k | step µs | floor µs | % of floor | step / (k = 0 step) "
+          "| step / default mode's |\n|---|---|---|---|---|---|---|---|")
     for r in results:
         ratio = r["step_us"] / base.get((r["batch_invariant"], r["batch"]), float("nan"))
         cost = r["step_us"] / default.get((r["batch"], r["k"]), float("nan"))

@@ -123,8 +123,9 @@ __device__ __forceinline__ bool tile_work(const MlaAttentionLaunch& p, TileWork&
   w.context = p.context_lens[s];
   const int last_visible = w.context - w.q_len + (w.first_entry + w.count - 1) / static_cast<int>(p.heads);
   const int kv_len = max(0, min(w.context, last_visible + 1));
-  const int chunk = p.split_tokens > 0 ? p.split_tokens
-                                       : static_cast<int>(ceil_div(ceil_div(kv_len, p.splits), kSplitAlign) * kSplitAlign);
+  const int chunk = p.split_tokens > 0
+                        ? p.split_tokens
+                        : static_cast<int>(ceil_div(ceil_div(kv_len, p.splits), kSplitAlign) * kSplitAlign);
   w.begin = min(kv_len, split * chunk);
   w.end = min(kv_len, w.begin + chunk);
   return true;
