@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ for _name, _value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTIC
 
 from mtpserve import _C, distributed  # noqa: E402
 from mtpserve.config import parse_config  # noqa: E402
+from mtpserve.launch import free_port_pair  # noqa: E402
 
 REAL = dict(hidden=7168, experts=256, top_k=8, n_group=8, topk_group=4, inter=2048)
 SMALL = dict(hidden=256, experts=16, top_k=4, n_group=4, topk_group=2, inter=64)
@@ -134,18 +134,6 @@ def rank_main(rank, world, port, mode, dims, tokens_list, reps, result_file, cpu
     finally:
         distributed.destroy()
 
-
-def free_port_pair() -> int:
-    for _ in range(50):
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            try:
-                b.bind(("127.0.0.1", port + 1))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no free port pair")
 
 
 def markdown(results: dict, header: str) -> str:

@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ for _name, _value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTIC
 from mtpserve import distributed  # noqa: E402
 from mtpserve.engine import EngineCore, WorkerCore  # noqa: E402
 from mtpserve.engine_args import DEFAULT_MODEL, EngineArgs  # noqa: E402
+from mtpserve.launch import free_port_pair  # noqa: E402
 from mtpserve.sampling_params import SamplingParams  # noqa: E402
 
 BLOCK = 16
@@ -173,18 +173,6 @@ def rank_main(rank: int, world: int, port: int, model: str, dtype: str, batches:
             distributed.destroy()
     Path(f"{result_file}.rank{rank}").write_text(json.dumps(result))
 
-
-def free_port_pair() -> int:
-    for _ in range(50):
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            try:
-                b.bind(("127.0.0.1", port + 1))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no free port pair")
 
 
 def run_group(world: int, model: str, dtype: str, ns, graphs: list[bool], work: Path) -> list[dict]:

@@ -3,7 +3,6 @@ settings and generates, the other ranks replay its steps with their shards (Work
 serve --nnodes N` does, without the HTTP server. Used by the tensor- and expert-parallel tests."""
 from __future__ import annotations
 
-import socket
 
 import torch
 import torch.multiprocessing as mp
@@ -11,23 +10,9 @@ import torch.multiprocessing as mp
 from mtpserve import distributed
 from mtpserve.engine import EngineCore, WorkerCore
 from mtpserve.engine_args import EngineArgs
+from mtpserve.launch import free_port_pair
 from mtpserve.sampling_params import SamplingParams
 
-
-def free_port_pair() -> int:
-    """A port p with p and p + 1 free (the control port and the rendezvous port)."""
-    for _ in range(50):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            with socket.socket() as b:
-                try:
-                    b.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-        if port + 1 < 65535:
-            return port
-    raise RuntimeError("no free port pair")
 
 
 def generate(core: EngineCore, prompts: list[list[int]], params: SamplingParams) -> list[dict]:

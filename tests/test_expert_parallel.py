@@ -15,8 +15,9 @@ from mtpserve.engine_args import DEFAULT_MODEL
 from mtpserve.expert_stacks import ExpertStacks
 from mtpserve.model_loader import load_model
 from mtpserve.sampling_params import SamplingParams
-from rank_group import free_port_pair, one_rank, run_group
-from test_tensor_parallel import forwards
+from mtpserve.launch import free_port_pair
+from rank_group import one_rank, run_group
+from test_tensor_parallel import forwards, tp_rank
 
 PROMPTS = [[5, 17, 42, 99, 3, 64, 7], [11, 12], [300, 2, 250, 8, 9, 10, 11, 12, 13, 14, 15], [77]]
 GREEDY = SamplingParams(max_tokens=14, temperature=0, ignore_eos=True)
@@ -59,22 +60,12 @@ def test_expert_parallel_greedy_equals_one_rank(world, model, ks, tiny_model_dir
         assert tokens(outputs) == expected, f"EP={world}, k={k}"
 
 
-def ep_forwards_rank(rank, port, model_dir, out_file):
-    tp = distributed.init_tensor_parallel(rank, 2, f"127.0.0.1:{port}", ep_size=2)
-    try:
-        model = load_model(model_dir, "float32", with_mtp=True, tp=tp)
-        result = forwards(model)
-        if rank == 0:
-            torch.save(result, out_file)
-    finally:
-        distributed.destroy()
-
 
 def test_expert_parallel_hidden_states_and_logits_match_one_rank(skewed_model_dir, tmp_path):
     """Every token's experts on rank 0: rank 1 computes none and still meets every collective."""
     expected = forwards(load_model(skewed_model_dir, "float32", with_mtp=True))
     out_file = tmp_path / "ep2.pt"
-    mp.spawn(ep_forwards_rank, args=(free_port_pair(), str(skewed_model_dir), str(out_file)), nprocs=2, join=True)
+    mp.spawn(tp_rank, args=(free_port_pair(), str(skewed_model_dir), str(out_file), 2), nprocs=2, join=True)
     for g, e in zip(torch.load(out_file), expected, strict=True):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
 

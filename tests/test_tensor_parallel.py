@@ -7,7 +7,7 @@ import torch.multiprocessing as mp
 from mtpserve import distributed
 from mtpserve.model_loader import load_model
 from paged import PagedLayout
-from rank_group import free_port_pair
+from mtpserve.launch import free_port_pair
 
 
 def forwards(model, seed=0):
@@ -29,8 +29,9 @@ def forwards(model, seed=0):
     return out
 
 
-def tp_rank(rank, port, model_dir, out_file):
-    tp = distributed.init_tensor_parallel(rank, 2, f"127.0.0.1:{port}")
+def tp_rank(rank, port, model_dir, out_file, ep_size=1):
+    """Rank `rank` of two: forwards() of its shards (experts whole with ep_size 2); rank 0 saves them."""
+    tp = distributed.init_tensor_parallel(rank, 2, f"127.0.0.1:{port}", ep_size=ep_size)
     try:
         model = load_model(model_dir, "float32", with_mtp=True, tp=tp)
         result = forwards(model)
