@@ -24,20 +24,25 @@ PROMPTS = [
 ]
 
 
-def run(llm: LLM, batch: int, max_tokens: int, temperature: float) -> dict:
-    messages = [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(batch)]
-    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=True)
-    llm.chat(messages[:1], SamplingParams(temperature=temperature, max_tokens=8, ignore_eos=True))  # warm-up
+def timed_chat(llm: LLM, prompts: list[str], batch: int, params: SamplingParams):
+    """One chat call over `batch` of the prompts (cycled): (outputs, wall seconds, engine stats before, after,
+    output tokens)."""
+    messages = [[{"role": "user", "content": prompts[i % len(prompts)]}] for i in range(batch)]
     before = llm.stats()
     start = time.perf_counter()
     outputs = llm.chat(messages, params)
     elapsed = time.perf_counter() - start
-    after = llm.stats()
+    return outputs, elapsed, before, llm.stats(), sum(len(o.outputs[0].token_ids) for o in outputs)
+
+
+def run(llm: LLM, batch: int, max_tokens: int, temperature: float) -> dict:
+    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=True)
+    timed_chat(llm, PROMPTS, 1, SamplingParams(temperature=temperature, max_tokens=8, ignore_eos=True))  # warm-up
+    _, elapsed, before, after, generated = timed_chat(llm, PROMPTS, batch, params)
     drafts = after.spec.drafts - before.spec.drafts
     draft_tokens = after.spec.draft_tokens - before.spec.draft_tokens
     accepted = after.spec.accepted_tokens - before.spec.accepted_tokens
     steps = after.steps - before.steps
-    generated = sum(len(o.outputs[0].token_ids) for o in outputs)
     per_step = {name: (getattr(after, name) - getattr(before, name)) / steps * 1e3
                 for name in ("target_seconds", "sample_seconds", "draft_seconds")}
     by_k = [a - b for a, b in zip(after.spec.steps_by_k, list(before.spec.steps_by_k) + [0] * 8)]

@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import time
 
 import torch
 
+from bench_offline import timed_chat
 from mtpserve import LLM, SamplingParams
 from mtpserve.structured_output import StructuredOutput
 
@@ -36,16 +36,10 @@ PROMPTS = ["Describe a person as JSON.", "Who is Ada Lovelace?", "Give me a cust
 
 
 def run(llm: LLM, batch: int, params: SamplingParams) -> dict:
-    messages = [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(batch)]
-    before = llm.stats()
-    start = time.perf_counter()
-    outputs = llm.chat(messages, params)
-    elapsed = time.perf_counter() - start
-    after = llm.stats()
+    outputs, elapsed, before, after, generated = timed_chat(llm, PROMPTS, batch, params)
     draft_tokens = after.spec.draft_tokens - before.spec.draft_tokens
     accepted = after.spec.accepted_tokens - before.spec.accepted_tokens
     steps = after.steps - before.steps
-    generated = sum(len(o.outputs[0].token_ids) for o in outputs)
     valid = sum(1 for o in outputs if _parses(o.outputs[0].text))
     return {"ms_per_token": elapsed / generated * 1e3, "tokens": generated, "tokens_per_step": generated / steps,
             "valid_json": valid,
