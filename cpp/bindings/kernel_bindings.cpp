@@ -25,8 +25,10 @@ void bind_layer_kernels(py::module_& m, bool bi) {
       [bi](const at::Tensor& q, const at::Tensor& cache, const at::Tensor& block_tables, const at::Tensor& query_start,
          const at::Tensor& context_lens, int64_t max_query_len, int64_t max_context_len, int64_t kv_lora_rank,
          double scale) {
-        kernels::AttentionMetadata meta{at::Tensor(), block_tables, query_start, context_lens, context_lens.size(0),
-                                        max_query_len, max_context_len};
+        kernels::AttentionMetadata meta{at::Tensor(),  block_tables,          query_start,
+                                        context_lens,  context_lens.size(0), max_query_len,
+                                        max_context_len, query_start.to(at::kCPU, at::kInt),
+                                        context_lens.to(at::kCPU, at::kInt)};
         return ops(q, bi).mla_attention(q, cache, meta, kv_lora_rank, scale);
       },
       py::arg("q"), py::arg("cache"), py::arg("block_tables"), py::arg("query_start"), py::arg("context_lens"),

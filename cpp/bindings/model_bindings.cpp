@@ -25,6 +25,8 @@ kernels::AttentionMetadata metadata(const std::vector<int64_t>& query_start, con
   };
   kernels::AttentionMetadata meta{std::move(slot_mapping), block_tables.to(at::kInt), on_device(query_start),
                                   on_device(context_lens), static_cast<int64_t>(context_lens.size())};
+  meta.host_query_start = at::tensor(query_start, at::kLong).to(at::kInt);
+  meta.host_context_lens = at::tensor(context_lens, at::kLong).to(at::kInt);
   for (size_t s = 0; s < context_lens.size(); ++s) {
     meta.max_query_len = std::max(meta.max_query_len, query_start[s + 1] - query_start[s]);
     meta.max_context_len = std::max(meta.max_context_len, context_lens[s]);

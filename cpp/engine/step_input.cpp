@@ -78,6 +78,10 @@ std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const S
     meta.block_tables = part.narrow(0, z.tables(), z.seqs * z.width).view({z.seqs, z.width}).to(at::kInt);
     meta.query_start = part.narrow(0, z.lens(), z.seqs + 1).to(at::kInt);
     meta.context_lens = part.narrow(0, z.lens() + z.seqs + 1, z.seqs).to(at::kInt);
+    const int64_t* lens = input.wire.data() + kHeader + z.lens();
+    const auto host_lens = at::tensor(at::ArrayRef<int64_t>(lens, 2 * z.seqs + 1), at::kLong).to(at::kInt);
+    meta.host_query_start = host_lens.narrow(0, 0, z.seqs + 1);
+    meta.host_context_lens = host_lens.narrow(0, z.seqs + 1, z.seqs);
     meta.num_seqs = z.seqs;
     meta.max_query_len = input.wire[4];
     meta.max_context_len = input.wire[5];

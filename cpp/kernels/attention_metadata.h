@@ -16,6 +16,10 @@ struct AttentionMetadata {
   int64_t num_seqs = 0;
   int64_t max_query_len = 0;    // longest query of the step
   int64_t max_context_len = 0;  // longest context of the step (an upper bound is fine)
+  // query_start and context_lens again, in host memory (int32), for kernels that plan their launch on the
+  // host (the NPU's): reading the device copies would make every layer wait for the device.
+  at::Tensor host_query_start;
+  at::Tensor host_context_lens;
 };
 
 }  // namespace mtpserve::kernels

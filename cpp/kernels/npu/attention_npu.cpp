@@ -31,8 +31,8 @@ struct Pieces {
   int64_t max_rows = 0;
 };
 
-Pieces cut_pieces(const at::Tensor& query_start, const at::Tensor& context_lens) {
-  auto starts = query_start.to(at::kCPU, at::kLong), contexts = context_lens.to(at::kCPU, at::kLong);
+Pieces cut_pieces(const at::Tensor& host_query_start, const at::Tensor& host_context_lens) {
+  auto starts = host_query_start.to(at::kLong), contexts = host_context_lens.to(at::kLong);
   const int64_t* qs = starts.data_ptr<int64_t>();
   const int64_t* ctx = contexts.data_ptr<int64_t>();
   Pieces p;
@@ -110,7 +110,7 @@ at::Tensor fused_infer_mla_attention(const at::Tensor& q, const at::Tensor& cach
                                      int64_t kv_lora_rank, double scale) {
   const int64_t heads = q.size(1);
   if (q.size(0) == 0 || meta.num_seqs == 0) return at::empty({q.size(0), heads, kv_lora_rank}, q.options());
-  const Pieces p = cut_pieces(meta.query_start, meta.context_lens);
+  const Pieces p = cut_pieces(meta.host_query_start, meta.host_context_lens);
   const StepKv kv = gather_step_kv(cache, meta.block_tables, p, kv_lora_rank);
   const bool causal = p.max_rows > 1;
   const c10::IValue mask = causal ? c10::IValue(causal_mask(q.device())) : c10::IValue();

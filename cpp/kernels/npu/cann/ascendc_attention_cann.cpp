@@ -38,7 +38,7 @@ void check_launch(uint32_t status, const char* kernel) {
 // The work list is planned from the step's query starts and context lengths, read on the host.
 mla::MlaPlan plan_step(const at::Tensor& q, const at::Tensor& cache, const AttentionMetadata& meta,
                        int64_t kv_lora_rank, double scale) {
-  auto starts = meta.query_start.to(at::kCPU).contiguous(), contexts = meta.context_lens.to(at::kCPU).contiguous();
+  auto starts = meta.host_query_start.contiguous(), contexts = meta.host_context_lens.contiguous();
   const mla::MlaShape shape{static_cast<uint32_t>(q.size(1)), static_cast<uint32_t>(kv_lora_rank),
                             static_cast<uint32_t>(q.size(2) - kv_lora_rank), static_cast<uint32_t>(cache.size(1)),
                             static_cast<uint32_t>(meta.block_tables.size(1)), static_cast<float>(scale)};
