@@ -6,14 +6,9 @@
 #include <string>
 
 #include "kernels/cuda/attention_cuda.h"
-#include "kernels/cuda/device_timer_cuda.h"
 #include "kernels/cuda/moe_cuda.h"
-#include "kernels/cuda/norm_rope_cuda.h"
 #include "kernels/cuda/row_invariant_gemm.cuh"
-#include "kernels/cuda/sampling_cuda.h"
-#include "kernels/cuda/step_graph_cuda.h"
 #include "kernels/cuda/tensor_args.h"
-#include "kernels/sampling_probs.h"
 
 namespace mtpserve::kernels::cuda {
 
@@ -77,23 +72,16 @@ at::Tensor row_invariant_head_matmul(const at::Tensor& x_in, const at::Tensor& w
   return out;
 }
 
+// The fast table with the four ops whose rounding depends on the step's shape swapped out.
 const KernelOps& batch_invariant_ops() {
-  static const KernelOps table{
-      .write_latent_cache = write_latent_cache,
-      .mla_attention = mla_attention_batch_invariant,
-      .rms_norm = rms_norm,
-      .add_rms_norm = add_rms_norm,
-      .rotary = rotary,
-      .silu_and_mul = silu_and_mul,
-      .route_noaux_tc = route_noaux_tc,
-      .moe_experts = moe_experts_batch_invariant,
-      .sampling_probs = sampling_probs,
-      .sample_and_verify = sample_and_verify,
-      .linear = row_invariant_linear,
-      .head_matmul = row_invariant_head_matmul,
-      .capture_graph = capture_graph,
-      .make_device_timer = make_device_timer,
-  };
+  static const KernelOps table = [] {
+    KernelOps t = ops();
+    t.mla_attention = mla_attention_batch_invariant;
+    t.moe_experts = moe_experts_batch_invariant;
+    t.linear = row_invariant_linear;
+    t.head_matmul = row_invariant_head_matmul;
+    return t;
+  }();
   return table;
 }
 
