@@ -72,6 +72,18 @@ def test_commit_registers_only_full_computed_blocks():
     assert bm.num_cached_blocks == 2
 
 
+def test_commit_holds_back_blocks_past_what_the_engine_calls_complete():
+    """The engine withholds blocks whose MTP cache rows wait in its stash: committed once complete."""
+    bm = BlockManager(8, 4, True)
+    seq = admit(bm, 0, list(range(13)))
+    bm.reserve(seq, 13)
+    seq.num_computed_tokens = 12
+    bm.commit(seq, 5)
+    assert bm.num_cached_blocks == 1  # block 1 (tokens 4..7) is computed but not complete
+    bm.commit(seq, 12)
+    assert bm.num_cached_blocks == 3
+
+
 def test_common_prefix_is_shared_with_refcounts_and_counted():
     bm = BlockManager(16, 4, True)
     a = computed(bm, 0, list(range(10)))

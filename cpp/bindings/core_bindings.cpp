@@ -144,7 +144,8 @@ void bind_block_manager(py::module_& m) {
       .def("can_allocate_prompt", &BlockManager::can_allocate_prompt, py::arg("seq"), py::arg("num_new_tokens"))
       .def("can_reserve", &BlockManager::can_reserve, py::arg("seq"), py::arg("num_new_tokens"))
       .def("reserve", &BlockManager::reserve, py::arg("seq"), py::arg("num_new_tokens"))
-      .def("commit", &BlockManager::commit, py::arg("seq"))
+      .def("commit", &BlockManager::commit, py::arg("seq"),
+           py::arg("complete") = std::numeric_limits<int64_t>::max())
       .def("free", &BlockManager::free, py::arg("seq"))
       .def("ref_count", &BlockManager::ref_count, py::arg("block"))
       .def("num_blocks_for", &BlockManager::num_blocks_for, py::arg("num_tokens"))

@@ -50,13 +50,16 @@ void bind_outputs(py::module_& m) {
       .def_readonly("target_seconds", &EngineStats::target_seconds)
       .def_readonly("sample_seconds", &EngineStats::sample_seconds)
       .def_readonly("draft_seconds", &EngineStats::draft_seconds)
+      .def_readonly("fill_skipped_steps", &EngineStats::fill_skipped_steps)
+      .def_readonly("caught_up_positions", &EngineStats::caught_up_positions)
       .def_readonly("spec", &EngineStats::spec);
 }
 
 // The speculation policy on its own, fed made-up timings and verifications (tests).
 void bind_policy(py::module_& m) {
   py::class_<SpeculationPolicy>(m, "SpeculationPolicy")
-      .def(py::init<SpeculationPolicyKind, int64_t>(), py::arg("kind"), py::arg("k_max"))
+      .def(py::init<SpeculationPolicyKind, int64_t, int64_t>(), py::arg("kind"), py::arg("k_max"),
+           py::arg("fill_every") = 1)
       .def_property_readonly_static("warmup_rounds", [](py::object) { return SpeculationPolicy::kWarmupRounds; })
       .def_property_readonly_static("probe_interval", [](py::object) { return SpeculationPolicy::kProbeInterval; })
       .def(
@@ -139,6 +142,7 @@ void bind_engine(py::module_& m) {
       .def_readwrite("enable_graph", &EngineConfig::enable_graph)
       .def_readwrite("graph_max_batch", &EngineConfig::graph_max_batch)
       .def_readwrite("speculative_policy", &EngineConfig::speculative_policy)
+      .def_readwrite("deferred_fill_positions", &EngineConfig::deferred_fill_positions)
       .def_readwrite("token_masker", &EngineConfig::token_masker);
   py::class_<Engine, EngineHolder>(m, "Engine")
       .def(py::init([](EngineConfig config, const DeepSeekV3& target, std::vector<at::Tensor> caches,

@@ -100,9 +100,9 @@ void BlockManager::reserve(Sequence& seq, int64_t num_new_tokens) {
   while (static_cast<int64_t>(seq.block_table.size()) < needed) seq.block_table.push_back(take_fresh_block());
 }
 
-void BlockManager::commit(Sequence& seq) {
+void BlockManager::commit(Sequence& seq, int64_t complete) {
   if (!enable_prefix_cache_) return;
-  const int64_t computed = std::min(seq.num_computed_tokens, seq.num_tokens());
+  const int64_t computed = std::min({seq.num_computed_tokens, seq.num_tokens(), complete});
   const int64_t full = std::min(computed / block_size_, static_cast<int64_t>(seq.block_table.size()));
   // Hashed blocks form a prefix of the table: walk back to its end, so each commit costs
   // only the blocks completed since the last one.

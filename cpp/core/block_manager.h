@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <list>
 #include <span>
 #include <unordered_map>
@@ -36,8 +37,10 @@ class BlockManager {
   bool can_reserve(const Sequence& seq, int64_t num_new_tokens) const;
   void reserve(Sequence& seq, int64_t num_new_tokens);  // throws std::runtime_error when out of blocks
 
-  // After the engine advanced num_computed_tokens: registers each newly full, computed block.
-  void commit(Sequence& seq);
+  // After the engine advanced num_computed_tokens: registers each newly full, computed block that
+  // lies within the first `complete` tokens (the engine's say: a block whose draft-layer cache rows
+  // are still to be written is not complete).
+  void commit(Sequence& seq, int64_t complete = std::numeric_limits<int64_t>::max());
   // Drops the sequence's references; clears block_table and num_computed_tokens.
   void free(Sequence& seq);
 

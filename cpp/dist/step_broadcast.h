@@ -16,6 +16,9 @@ enum class StepKind : int64_t {
   kTarget = 1,    // payload: StepInput::wire
   kMtpFill = 2,   // payload: StepInput::wire; its source rows index the last target hidden states
   kMtpDraft = 3,  // payload: StepInput::wire; its source rows index the last MTP outputs
+  // payload: StepInput::wire; a fill whose negative source rows read the hidden-state stash (single
+  // rank only: the engine defers no fill under tensor parallelism)
+  kMtpCatchUp = 4,
 };
 
 struct StepMessage {

@@ -71,7 +71,14 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
     blocks_.set_recompute_last_hit_block(true);
     if (!runner_.has_mtp()) throw std::invalid_argument("num_speculative_tokens > 0 needs an MTP layer and its cache");
     drafter_.emplace(runner_, config_.block_size);
-    policy_.emplace(config_.speculative_policy, config_.num_speculative_tokens);
+    // The stash lives on rank 0's runner alone: under tensor parallelism every fill runs.
+    if (config_.speculative_policy == SpeculationPolicyKind::kAdaptive && !tp_.enabled() &&
+        config_.deferred_fill_positions > 0) {
+      stash_.emplace(config_.scheduler.max_seqs_per_batch, config_.deferred_fill_positions);
+      runner_.allocate_stash(stash_->rows());
+    }
+    policy_.emplace(config_.speculative_policy, config_.num_speculative_tokens,
+                    stash_ ? config_.deferred_fill_positions : 1);
     stats_.spec.steps_by_k.assign(config_.num_speculative_tokens + 1, 0);
   }
   if (config_.enable_graph) runner_.capture_graphs(graph_plan());
@@ -273,6 +280,10 @@ void Engine::step() {
     return;
   }
   if (!plan.preempted.empty()) {
+    // A preempted sequence recomputes its prompt and outputs, filling the MTP cache anew.
+    if (stash_) {
+      for (const Sequence* seq : plan.preempted) stash_->take(seq->id);
+    }
     std::lock_guard lock(stats_mutex_);
     stats_.preemptions += plan.preempted.size();
   }
@@ -302,7 +313,7 @@ void Engine::step() {
       if (drafter_) stats_.draft_seconds += draft_timer_->seconds();
     }
     for (const auto& s : plan.scheduled) {
-      if (!s.seq->is_finished()) blocks_.commit(*s.seq);
+      if (!s.seq->is_finished()) blocks_.commit(*s.seq, mtp_filled_until(*s.seq));
     }
     for (int64_t id : finished) requests_.erase(id);
     publish(std::move(outputs));
@@ -370,10 +381,13 @@ void Engine::draft_next(const SchedulerOutput& plan, const StepInput& input, con
   draft_timer_->start();
   const DraftShape shape = draft(plan, input, first_pairs);
   draft_timer_->stop();
-  if (decode_only(plan)) {
+  if (shape.fill_rows > 0 && decode_only(plan)) {
     policy_->costs().record_draft(shape.num_seqs, shape.fill_rows, shape.recursions, shape.recursion_rows,
                                   timer_->seconds() - sampled_at);
   }
+  std::lock_guard lock(stats_mutex_);
+  stats_.fill_skipped_steps += shape.num_seqs > 0 && shape.fill_rows == 0 ? 1 : 0;
+  stats_.caught_up_positions += shape.caught_up;
 }
 
 std::vector<SampledSequence> Engine::sample(const StepInput& input, const SchedulerOutput& plan,
@@ -474,13 +488,15 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
     r.num_drafts = std::max<int64_t>(k, 1);
     unused[candidate_request[c]] = k == 0;
   }
-  drafter_->propose(requests);
   DraftShape shape;
+  shape.num_seqs = static_cast<int64_t>(requests.size());
+  requests = defer_fills(std::move(requests), unused);
+  drafter_->propose(requests);
   for (size_t i = 0; i < requests.size(); ++i) {
     const DraftRequest& r = requests[i];
     Request& request = requests_.at(r.seq->id);
-    shape.num_seqs += 1;
-    shape.fill_rows += r.num_pairs;
+    shape.fill_rows += r.stashed.count + r.num_pairs;
+    shape.caught_up += r.stashed.count;
     shape.recursions = std::max<int64_t>(shape.recursions, r.num_drafts - 1);
     shape.recursion_rows += std::max<int64_t>(r.num_drafts - 1, 0);
     if (!request.forced_drafts.empty() && r.num_drafts > 0) {
@@ -496,6 +512,37 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
   }
   revise_constrained_drafts(requests);
   return shape;
+}
+
+std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests, std::vector<bool>& unused) {
+  if (!stash_) return requests;
+  std::vector<DraftRequest> filling;
+  std::vector<bool> filling_unused;
+  std::vector<int64_t> target_rows, stash_rows;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    DraftRequest& r = requests[i];
+    const bool drafts = r.num_drafts > 0 && !unused[i];
+    if (!drafts) {
+      if (const auto row = stash_->push(r.seq->id, r.first_pair, r.num_pairs)) {
+        for (int64_t j = 0; j < r.num_pairs; ++j) {
+          target_rows.push_back(r.hidden_row + j);
+          stash_rows.push_back(*row + j);
+        }
+        r.seq->draft_tokens.clear();
+        continue;
+      }
+    }
+    r.stashed = stash_->take(r.seq->id);  // drafting, or its stash is full: the fill catches up
+    filling.push_back(r);
+    filling_unused.push_back(unused[i]);
+  }
+  runner_.stash_hidden(target_rows, stash_rows);
+  unused = std::move(filling_unused);
+  return filling;
+}
+
+int64_t Engine::mtp_filled_until(const Sequence& seq) const {
+  return stash_ ? stash_->filled_until(seq.id, seq.num_computed_tokens) : seq.num_computed_tokens;
 }
 
 void Engine::revise_constrained_drafts(const std::vector<DraftRequest>& requests) {
@@ -568,6 +615,7 @@ void Engine::finish(Request& request, FinishReason reason, RequestOutput& out) {
   out.finish_reason = reason_name(reason);
   ids_.erase(request.id);
   if (policy_) policy_->acceptance().forget(request.seq->id);
+  if (stash_) stash_->take(request.seq->id);
   std::lock_guard lock(inbox_mutex_);
   live_ids_.erase(request.id);
 }

@@ -20,6 +20,7 @@
 
 #include "core/block_manager.h"
 #include "core/scheduler.h"
+#include "engine/hidden_stash.h"
 #include "engine/model_runner.h"
 #include "engine/mtp_drafter.h"
 #include "engine/request_output.h"
@@ -40,6 +41,10 @@ struct EngineConfig {
   uint64_t seed = 0;  // seeds requests that bring no seed of their own
   int64_t num_speculative_tokens = 0;  // k_max: most MTP drafts per step; 0 disables MTP
   SpeculationPolicyKind speculative_policy = SpeculationPolicyKind::kAdaptive;
+  // Under the adaptive policy on one rank, a sequence given no drafts skips the MTP fill for up to
+  // this many positions (their target hidden states wait in a stash on the device: max_seqs_per_batch
+  // x this many rows) and catches up when it drafts again or the stash is full; 0: always fill.
+  int64_t deferred_fill_positions = 64;
   // Decode steps of up to graph_max_batch sequences replay graphs captured at start-up, on devices
   // that have them (CUDA) and a model on one rank.
   bool enable_graph = true;
@@ -59,6 +64,9 @@ struct EngineStats {
   // verification, waiting for the device included).
   double target_seconds = 0, sample_seconds = 0, draft_seconds = 0;
   SpecCounters spec;  // spec.steps_by_k[k]: steps whose most drafts verified by a sequence was k
+  // Steps that ran no MTP forward at all (every sequence deferred its fill), and positions whose
+  // fill ran late, in a catch-up.
+  uint64_t fill_skipped_steps = 0, caught_up_positions = 0;
 };
 
 class Engine {
@@ -106,9 +114,9 @@ class Engine {
     bool prompt_logprobs_sent = false;
   };
 
-  // The draft phase's work, as the step cost model counts it.
+  // The draft phase's work, as the step cost model counts it (fill_rows include caught-up positions).
   struct DraftShape {
-    int64_t num_seqs = 0, fill_rows = 0, recursions = 0, recursion_rows = 0;
+    int64_t num_seqs = 0, fill_rows = 0, caught_up = 0, recursions = 0, recursion_rows = 0;
   };
 
   void loop();
@@ -130,6 +138,11 @@ class Engine {
   // Counts the step's k and, for a decode-only step, feeds its verify time to the cost model.
   void record_step(const SchedulerOutput& plan, const StepInput& input, double seconds);
   DraftShape draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs);
+  // The requests whose fill runs this step, each with its stashed positions to catch up; the others'
+  // fills are deferred into the stash. `unused` (a request whose draft 1 is only measured) is filtered alike.
+  std::vector<DraftRequest> defer_fills(std::vector<DraftRequest> requests, std::vector<bool>& unused);
+  // The first position of `seq` whose MTP cache row is not written yet (its fill is deferred).
+  int64_t mtp_filled_until(const Sequence& seq) const;
   int64_t draft_budget(const Sequence& seq) const;
   GraphPlan graph_plan() const;
   std::optional<StepShape> decode_shape(const SchedulerOutput& plan) const;
@@ -153,6 +166,7 @@ class Engine {
   std::optional<MtpDrafter> drafter_;
   std::unique_ptr<kernels::DeviceTimer> target_timer_, draft_timer_;  // device time, for the stats
   std::optional<SpeculationPolicy> policy_;  // with drafter_
+  std::optional<HiddenStash> stash_;         // where deferred fills wait (deferred_fill_positions)
   std::unique_ptr<StepTimer> timer_;  // wall time of a step's synchronised spans, for the policy
   std::mt19937_64 seeds_;
   std::unordered_map<int64_t, Request> requests_;  // by sequence id; loop thread only

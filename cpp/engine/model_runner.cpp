@@ -16,7 +16,10 @@ namespace {
 // machine, a fork/join across cores made decode and verify steps of up to 96 tokens slower.
 constexpr int64_t kMinTokensForThreads = 512;
 
-StepKind mtp_kind(size_t forward) { return forward == 0 ? StepKind::kMtpFill : StepKind::kMtpDraft; }
+StepKind mtp_kind(size_t forward, bool fill_reads_stash = false) {
+  if (forward > 0) return StepKind::kMtpDraft;
+  return fill_reads_stash ? StepKind::kMtpCatchUp : StepKind::kMtpFill;
+}
 
 }  // namespace
 
@@ -46,7 +49,7 @@ at::Tensor ModelRunner::run_target(const StepInput& input) {
   return forward(StepKind::kTarget, device_steps(upload(inputs, device_), inputs)[0]);
 }
 
-at::Tensor ModelRunner::run_drafts(const std::vector<StepInput>& forwards) {
+at::Tensor ModelRunner::run_drafts(const std::vector<StepInput>& forwards, bool fill_reads_stash) {
   if (forwards[0].shape) {
     const GraphKey key{forwards[0].shape->seqs, forwards[0].shape->query_len,
                        static_cast<int64_t>(forwards.size()) - 1};
@@ -57,10 +60,31 @@ at::Tensor ModelRunner::run_drafts(const std::vector<StepInput>& forwards) {
   std::vector<at::Tensor> drafts;
   for (size_t j = 0; j < forwards.size(); ++j) {
     // Announced one at a time: a worker must meet each forward's collectives in rank 0's order.
-    if (tp.enabled() && tp.rank() == 0) send_step(tp, mtp_kind(j), forwards[j].wire);
-    drafts.push_back(forward(mtp_kind(j), steps[j]));
+    const StepKind kind = mtp_kind(j, fill_reads_stash);
+    if (tp.enabled() && tp.rank() == 0) send_step(tp, kind, forwards[j].wire);
+    drafts.push_back(forward(kind, steps[j]));
   }
   return at::cat(drafts);
+}
+
+void ModelRunner::allocate_stash(int64_t rows) {
+  stash_ = at::empty({rows, target_.config().hidden_size}, target_.embedding().options());
+}
+
+void ModelRunner::stash_hidden(const std::vector<int64_t>& target_rows, const std::vector<int64_t>& stash_rows) {
+  if (target_rows.empty()) return;
+  std::vector<int64_t> both(target_rows);
+  both.insert(both.end(), stash_rows.begin(), stash_rows.end());
+  const auto rows = at::tensor(both, at::kLong).to(device_, /*non_blocking=*/true);
+  const auto n = static_cast<int64_t>(target_rows.size());
+  stash_.index_copy_(0, rows.narrow(0, n, n), target_hidden_.index_select(0, rows.narrow(0, 0, n)));
+}
+
+at::Tensor ModelRunner::catch_up_sources(const at::Tensor& rows) const {
+  if (!stash_.defined()) throw std::runtime_error("an MTP catch-up fill needs the hidden-state stash (allocate_stash)");
+  const auto from_target = target_hidden_.index_select(0, rows.clamp_min(0));
+  const auto from_stash = stash_.index_select(0, (rows.neg() - 1).clamp_min(0));
+  return at::where(rows.lt(0).unsqueeze(1), from_stash, from_target);
 }
 
 void ModelRunner::run_announced(StepKind kind, const StepInput& input) {
@@ -79,6 +103,7 @@ at::Tensor ModelRunner::forward(StepKind kind, const DeviceStep& step) {
   if (kind == StepKind::kMtpFill) {
     return run_mtp(step, step.token_ids, target_hidden_.index_select(0, step.source_rows));
   }
+  if (kind == StepKind::kMtpCatchUp) return run_mtp(step, step.token_ids, catch_up_sources(step.source_rows));
   if (kind == StepKind::kMtpDraft) {
     return run_mtp(step, drafts_.index_select(0, step.source_rows), mtp_hidden_.index_select(0, step.source_rows));
   }

@@ -49,9 +49,17 @@ class ModelRunner {
   // The target model over `input`; returns the logits of its sample rows.
   at::Tensor run_target(const StepInput& input);
   // The MTP forwards of a step: forwards[0] is the fill (its source rows index the last target
-  // forward's rows), then the recursive draft forwards (source rows index the previous forward's
-  // sampled rows). Returns every forward's drafts (argmax of its sampled rows), concatenated.
-  at::Tensor run_drafts(const std::vector<StepInput>& forwards);
+  // forward's rows, and with `fill_reads_stash` negative ones the stash), then the recursive draft
+  // forwards (source rows index the previous forward's sampled rows). Returns every forward's drafts
+  // (argmax of its sampled rows), concatenated.
+  at::Tensor run_drafts(const std::vector<StepInput>& forwards, bool fill_reads_stash = false);
+
+  // The stash of target hidden states whose MTP fill was deferred (HiddenStash maps its rows).
+  void allocate_stash(int64_t rows);
+  // Copies the last target forward's rows target_rows[i] to stash rows stash_rows[i].
+  void stash_hidden(const std::vector<int64_t>& target_rows, const std::vector<int64_t>& stash_rows);
+  // The fill's source row that reads stash row `row`.
+  static int64_t stash_source(int64_t row) { return -1 - row; }
   // Tensor-parallel workers: one forward rank 0 announced.
   void run_announced(StepKind kind, const StepInput& input);
 
@@ -66,6 +74,8 @@ class ModelRunner {
  private:
   at::Tensor forward(StepKind kind, const DeviceStep& step);
   at::Tensor run_mtp(const DeviceStep& step, const at::Tensor& tokens, const at::Tensor& previous_hidden);
+  // The hidden states a catch-up fill reads: rows >= 0 of the last target forward, rows < 0 of the stash.
+  at::Tensor catch_up_sources(const at::Tensor& rows) const;
   void capture_batch(int64_t seqs);
   int64_t num_speculative_tokens() const;
   StepShape shape_of(int64_t seqs, int64_t query_len, int64_t samples_per_seq) const;
@@ -79,6 +89,7 @@ class ModelRunner {
   at::Tensor target_hidden_;  // [tokens, hidden] of the last target forward
   at::Tensor mtp_hidden_;     // [samples, hidden] of the last MTP forward
   at::Tensor drafts_;         // [samples] argmax tokens of the last MTP forward
+  at::Tensor stash_;          // [stash rows, hidden]: target hidden states of deferred fills
   std::optional<StepGraphs> graphs_;
   at::Tensor graph_hidden_;  // [largest batch * (k + 1), hidden]: the graphed target steps' hidden states
   GraphPlan plan_;

@@ -9,14 +9,23 @@ namespace mtpserve {
 
 namespace {
 
-// The fill: every newly computed pair of each request, sampling its last one.
+// The fill: the stashed pairs and every newly computed pair of each request, sampling its last one.
 StepInput fill_input(const std::vector<DraftRequest>& requests, int64_t block_size, std::optional<StepShape> shape) {
   StepBuilder fill(block_size, shape);
+  std::vector<int64_t> sources;
   for (const auto& r : requests) {
-    const auto tokens = std::span<const int64_t>(r.seq->tokens).subspan(r.first_pair + 1, r.num_pairs);
-    fill.add(r.seq->block_table, r.first_pair, tokens, 1, /*rope_offset=*/1, /*first_source=*/r.hidden_row);
+    const int64_t first = r.first_pair - r.stashed.count;
+    const auto tokens = std::span<const int64_t>(r.seq->tokens).subspan(first + 1, r.stashed.count + r.num_pairs);
+    sources.clear();
+    for (int64_t i = 0; i < r.stashed.count; ++i) sources.push_back(ModelRunner::stash_source(r.stashed.first_row + i));
+    for (int64_t i = 0; i < r.num_pairs; ++i) sources.push_back(r.hidden_row + i);
+    fill.add(r.seq->block_table, first, tokens, 1, /*rope_offset=*/1, sources);
   }
   return fill.build();
+}
+
+bool catches_up(const std::vector<DraftRequest>& requests) {
+  return std::ranges::any_of(requests, [](const DraftRequest& r) { return r.stashed.count > 0; });
 }
 
 // Draft j + 1 of every request from (draft j, the layer's output for draft j's predecessor): row a
@@ -44,13 +53,15 @@ void MtpDrafter::propose(const std::vector<DraftRequest>& requests) const {
   int64_t most = 0;
   for (const auto& r : requests) most = std::max(most, r.num_drafts);
   const int64_t recursions = std::max<int64_t>(0, most - 1);
+  const bool catch_up = catches_up(requests);
   std::optional<StepShape> fill_shape, draft_shape;  // padded to a captured graph's shapes where one fits
-  if (auto shapes = runner_.draft_shapes(static_cast<int64_t>(requests.size()), recursions)) {
+  // A catch-up's fill has more rows per sequence than any graph's: it runs eagerly.
+  if (auto shapes = catch_up ? std::nullopt : runner_.draft_shapes(static_cast<int64_t>(requests.size()), recursions)) {
     std::tie(fill_shape, draft_shape) = *shapes;
   }
   std::vector<StepInput> forwards{fill_input(requests, block_size_, fill_shape)};
   for (int64_t j = 1; j <= recursions; ++j) forwards.push_back(draft_input(requests, j, block_size_, draft_shape));
-  auto host = runner_.run_drafts(forwards).cpu();
+  auto host = runner_.run_drafts(forwards, catch_up).cpu();
   const int64_t* drafts = host.data_ptr<int64_t>();
   const int64_t rows = host.size(0) / static_cast<int64_t>(forwards.size());
   for (size_t a = 0; a < requests.size(); ++a) {

@@ -5,9 +5,12 @@
 // computed position are run (filling the MTP cache) and the last one gives draft 1; drafts
 // 2..k recurse on the layer's own output, writing positions that later steps overwrite.
 // Drafts stay on the device through the recursion and come back to the host in one copy.
+// A request may bring positions whose fill was deferred (HiddenStash): the fill runs them first, as
+// the rows of one sequence before this step's own, reading their hidden states from the stash.
 #include <vector>
 
 #include "core/sequence.h"
+#include "engine/hidden_stash.h"
 #include "engine/model_runner.h"
 
 namespace mtpserve {
@@ -18,6 +21,7 @@ struct DraftRequest {
   int64_t num_pairs;   // positions computed this step (their hidden states are at hidden_row...)
   int64_t hidden_row;
   int64_t num_drafts;  // drafts wanted; 0 only fills the MTP cache
+  StashedPositions stashed = {};  // positions first_pair - stashed.count .. first_pair - 1, to catch up
 };
 
 class MtpDrafter {

@@ -5,9 +5,10 @@
 
 namespace mtpserve {
 
-SpeculationPolicy::SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max)
-    : kind_(kind), k_max_(k_max), acceptance_(k_max) {
+SpeculationPolicy::SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, int64_t fill_every)
+    : kind_(kind), k_max_(k_max), fill_every_(fill_every), acceptance_(k_max) {
   if (k_max < 1) throw std::invalid_argument("SpeculationPolicy needs k_max >= 1");
+  if (fill_every < 1) throw std::invalid_argument("SpeculationPolicy needs fill_every >= 1");
 }
 
 DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates) {
@@ -91,10 +92,11 @@ SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftC
     recursion_rows += std::max<int64_t>(k - 1, 0);
   }
   const double recursions = std::max<int64_t>(plan.step_k - 1, 0);
-  // The next fill runs over every position this step computes: its emitted tokens.
+  // The next fill runs over every position this step computes (its emitted tokens), now or deferred.
   const auto n = static_cast<int64_t>(candidates.size());
-  const double seconds =
-      costs_.verify_seconds(n, rows, context) + costs_.draft_seconds(n, tokens, recursions, recursion_rows);
+  const double fixed_share = plan.step_k == 0 ? 1.0 / static_cast<double>(fill_every_) : 1.0;
+  const double seconds = costs_.verify_seconds(n, rows, context) +
+                         costs_.draft_seconds(n, tokens, recursions, recursion_rows, fixed_share);
   return {tokens, seconds};
 }
 

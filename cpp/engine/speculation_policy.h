@@ -8,6 +8,11 @@
 // In each batch-size bucket of the cost model the adaptive policy first cycles k through
 // 0..k_max (warm-up: the bucket's fits need steps of each k), and later takes every
 // kProbeInterval-th step at a cycled k, so that a cost it has stopped observing cannot go stale.
+// Where the engine defers the MTP fill of sequences given no drafts (EngineConfig::
+// deferred_fill_positions), every fill row still costs what it costs, now or in a catch-up, but a
+// k = 0 step starts no MTP forward: such a plan pays only a share of the fill's fixed cost, that of
+// one catch-up every `fill_every` steps. The rows already waiting are owed whatever the plan, so no
+// plan is charged for them, and the choice does not swing with how many wait.
 #include <cstdint>
 #include <vector>
 
@@ -40,7 +45,8 @@ class SpeculationPolicy {
   // at most run at a k the estimate did not choose.
   static constexpr int64_t kProbeInterval = 50;
 
-  SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max);
+  // fill_every: 1 where every step fills; else the most steps a fill is deferred by.
+  SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, int64_t fill_every = 1);
 
   DraftPlan plan(const std::vector<DraftCandidate>& candidates);
   // Tests only: the step's k of plan i is schedule[i % size] (within budgets, pinned or not), whatever
@@ -67,6 +73,7 @@ class SpeculationPolicy {
 
   SpeculationPolicyKind kind_;
   int64_t k_max_;
+  int64_t fill_every_;
   StepCostModel costs_;
   AcceptanceStats acceptance_;
   std::vector<int64_t> schedule_;

@@ -48,10 +48,10 @@ double StepCostModel::verify_seconds(int64_t num_seqs, double rows, double conte
   return f ? f->verify.predict({1.0, rows, context}) : 0.0;
 }
 
-double StepCostModel::draft_seconds(int64_t num_seqs, double fill_rows, double recursions,
-                                    double recursion_rows) const {
+double StepCostModel::draft_seconds(int64_t num_seqs, double fill_rows, double recursions, double recursion_rows,
+                                    double fixed_share) const {
   const Fits* f = find(num_seqs);
-  return f ? f->draft.predict({1.0, fill_rows, recursions, recursion_rows}) : 0.0;
+  return f ? f->draft.predict({fixed_share, fill_rows, recursions, recursion_rows}) : 0.0;
 }
 
 double StepCostModel::seconds_per_draft(int64_t num_seqs) const {

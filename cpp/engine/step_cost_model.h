@@ -29,7 +29,9 @@ class StepCostModel {
   void record_draft(int64_t num_seqs, int64_t fill_rows, int64_t recursions, int64_t recursion_rows, double seconds);
 
   double verify_seconds(int64_t num_seqs, double rows, double context) const;
-  double draft_seconds(int64_t num_seqs, double fill_rows, double recursions, double recursion_rows) const;
+  // fixed_share: the part of the draft phase's fixed cost d this step pays (a deferred fill's is shared).
+  double draft_seconds(int64_t num_seqs, double fill_rows, double recursions, double recursion_rows,
+                       double fixed_share = 1.0) const;
   // Seconds one more draft adds to a step: its verify row, its token of context and its
   // recursion row.
   double seconds_per_draft(int64_t num_seqs) const;

@@ -96,16 +96,25 @@ StepInput step_input_from_wire(std::span<const int64_t> wire) {
 
 void StepBuilder::add(const std::vector<int32_t>& block_table, int64_t first, std::span<const int64_t> tokens,
                       int64_t num_samples, int64_t rope_offset, int64_t first_source) {
-  add_rows(&block_table, first, tokens, num_samples, rope_offset, first_source, /*write=*/true);
+  std::vector<int64_t> sources(tokens.size());
+  for (size_t i = 0; i < sources.size(); ++i) sources[i] = first_source + static_cast<int64_t>(i);
+  add_rows(&block_table, first, tokens, num_samples, rope_offset, sources, /*write=*/true);
+}
+
+void StepBuilder::add(const std::vector<int32_t>& block_table, int64_t first, std::span<const int64_t> tokens,
+                      int64_t num_samples, int64_t rope_offset, std::span<const int64_t> sources) {
+  if (sources.size() != tokens.size()) throw std::logic_error("StepBuilder: one source row per token");
+  add_rows(&block_table, first, tokens, num_samples, rope_offset, sources, /*write=*/true);
 }
 
 void StepBuilder::add_padding() {
-  const int64_t token = 0;
-  add_rows(nullptr, 0, std::span<const int64_t>(&token, 1), 1, 0, 0, /*write=*/false);
+  const int64_t zero = 0;
+  const std::span<const int64_t> one(&zero, 1);
+  add_rows(nullptr, 0, one, 1, 0, one, /*write=*/false);
 }
 
 void StepBuilder::add_rows(const std::vector<int32_t>* table, int64_t first, std::span<const int64_t> tokens,
-                           int64_t num_samples, int64_t rope_offset, int64_t first_source, bool write) {
+                           int64_t num_samples, int64_t rope_offset, std::span<const int64_t> sources, bool write) {
   const auto count = static_cast<int64_t>(tokens.size());
   const int64_t rows = shape_ ? shape_->query_len : count;
   const bool sample_all = shape_ && shape_->samples_per_seq == rows;
@@ -122,7 +131,7 @@ void StepBuilder::add_rows(const std::vector<int32_t>* table, int64_t first, std
     positions_.push_back(pos + rope_offset);
     const bool writes = write && i < count;
     slots_.push_back(writes ? int64_t{(*table)[pos / block_size_]} * block_size_ + pos % block_size_ : -1);
-    sources_.push_back(first_source + real);
+    sources_.push_back(sources[real]);
     if (i >= sampled_from && (i < count || sample_all)) samples_.push_back(row0 + i);
   }
   query_start_.push_back(row0 + rows);

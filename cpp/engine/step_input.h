@@ -62,13 +62,16 @@ class StepBuilder {
   // Padded to the shape, the extra rows repeat the last one and write nothing to the cache.
   void add(const std::vector<int32_t>& block_table, int64_t first, std::span<const int64_t> tokens,
            int64_t num_samples, int64_t rope_offset = 0, int64_t first_source = 0);
+  // The same, row i reading sources[i] (one per token).
+  void add(const std::vector<int32_t>& block_table, int64_t first, std::span<const int64_t> tokens,
+           int64_t num_samples, int64_t rope_offset, std::span<const int64_t> sources);
   // A sequence that writes nothing and whose outputs nobody reads (one row, or the shape's).
   void add_padding();
   StepInput build();
 
  private:
   void add_rows(const std::vector<int32_t>* table, int64_t first, std::span<const int64_t> tokens,
-                int64_t num_samples, int64_t rope_offset, int64_t first_source, bool write);
+                int64_t num_samples, int64_t rope_offset, std::span<const int64_t> sources, bool write);
 
   int64_t block_size_;
   std::optional<StepShape> shape_;

@@ -26,7 +26,8 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                        ("max_cache_blocks", int), ("max_tokens_per_batch", int), ("max_seqs_per_batch", int),
                        ("enable_prefix_cache", parse_bool), ("enable_chunked_prefill", parse_bool),
                        ("max_model_len", int), ("draft_model", str), ("draft_devices", str),
-                       ("num_speculative_tokens", int), ("seed", int), ("graph_max_batch", int), ("ep_size", int)):
+                       ("num_speculative_tokens", int), ("deferred_fill_positions", int), ("seed", int),
+                       ("graph_max_batch", int), ("ep_size", int)):
         parser.add_argument(f"--{name}", type=kind, default=defaults[name].default)
     parser.add_argument("--speculative_policy", choices=SPECULATIVE_POLICIES,
                         default=defaults["speculative_policy"].default,

@@ -128,6 +128,7 @@ class EngineCore:
         config.enable_graph = self.args.enable_graph
         config.graph_max_batch = self.args.graph_max_batch
         config.speculative_policy = getattr(_C.SpeculationPolicyKind, self.args.speculative_policy)
+        config.deferred_fill_positions = self.args.deferred_fill_positions
         config.token_masker = _C.TokenMasker(self.grammars.fill, self.grammars.revise_drafts)
         scheduler = _C.SchedulerConfig()
         scheduler.max_tokens_per_batch = self.args.max_tokens_per_batch

@@ -31,6 +31,10 @@ class EngineArgs:
     # fewer for sequences whose drafts are rarely accepted) from measured step costs and acceptance,
     # so MTP does not slow decoding down; "fixed" always drafts num_speculative_tokens.
     speculative_policy: str = "adaptive"
+    # Adaptive policy, one rank: a sequence given no drafts defers the MTP layer's cache fill for up to this
+    # many positions (their hidden states wait on the device, max_seqs_per_batch x this many rows) and catches
+    # up when it drafts again; 0: the fill runs every step.
+    deferred_fill_positions: int = 64
     seed: int = 0
     # Batch-invariant kernels: each token's result is bit-identical whatever else is in the step
     # (greedy MTP == no MTP, a seeded request == itself under any load, in every dtype); CPU only.
@@ -57,6 +61,8 @@ class EngineArgs:
             raise ValueError(f"max_model_len must be > 1, got {self.max_model_len!r}")
         if not isinstance(self.num_speculative_tokens, int) or self.num_speculative_tokens < 0:
             raise ValueError(f"num_speculative_tokens must be an integer >= 0, got {self.num_speculative_tokens!r}")
+        if not isinstance(self.deferred_fill_positions, int) or self.deferred_fill_positions < 0:
+            raise ValueError(f"deferred_fill_positions must be an integer >= 0, got {self.deferred_fill_positions!r}")
         if self.speculative_policy not in SPECULATIVE_POLICIES:
             raise ValueError(f"speculative_policy must be one of {', '.join(SPECULATIVE_POLICIES)}, got "
                              f"{self.speculative_policy!r}")
