@@ -4,7 +4,8 @@ Methods: k = 0, fixed k (--ks) and the adaptive policy with k_max = --adaptive-k
 request gets the same number of output tokens (ignore_eos) from ShareGPT-like chat prompts; tokens/s
 counts output tokens over the wall time of the generate call (prefill included, as a user sees it), after
 one warm-up call. With --repeats N each cell is the median of N generate calls (the methods interleaved
-per repeat, so a co-tenant's load hits them alike). `chosen k` is the share of decode steps at each k.
+per repeat, so a co-tenant's load hits them alike). `chosen k` is the share of decode steps at each k;
+`fill skipped` the share of steps that ran no MTP forward (adaptive: every sequence deferred its fill).
 """
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def run(llm: LLM, batch: int, max_tokens: int, temperature: float) -> dict:
                 for name in ("target_seconds", "sample_seconds", "draft_seconds")}
     by_k = [a - b for a, b in zip(after.spec.steps_by_k, list(before.spec.steps_by_k) + [0] * 8)]
     return {"batch": batch, "tokens_per_s": generated / elapsed, "seconds": elapsed, "steps": steps,
-            "steps_by_k": by_k,
+            "steps_by_k": by_k, "fill_skipped_steps": after.fill_skipped_steps - before.fill_skipped_steps,
+            "caught_up_positions": after.caught_up_positions - before.caught_up_positions,
             "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
             "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
             "target_ms_per_step": per_step["target_seconds"], "sample_ms_per_step": per_step["sample_seconds"],
@@ -63,6 +65,9 @@ def main() -> None:
     parser.add_argument("--ks", type=int, nargs="+", default=[0], help="k = 0 and fixed-policy k's")
     parser.add_argument("--adaptive-k-max", type=int, nargs="*", default=[],
                         help="also the adaptive policy with each of these k_max")
+    parser.add_argument("--deferred-fill-positions", type=int, nargs="+", default=[64],
+                        help="the adaptive methods' engine --deferred_fill_positions; several: each side by side "
+                             "(0: the MTP fill runs every step)")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--max-tokens", type=int, default=128)
@@ -75,29 +80,35 @@ def main() -> None:
     args = parser.parse_args()
     choices = {"off": [False], "on": [True], "both": [False, True]}
     modes, graph_modes = choices[args.batch_invariant], choices[args.graphs]
-    methods = [(k, "fixed", invariant, graphs) for k in args.ks for invariant in modes for graphs in graph_modes]
-    methods += [(k, "adaptive", invariant, graphs) for k in args.adaptive_k_max for invariant in modes
-                for graphs in graph_modes]
+    deferred = args.deferred_fill_positions
+    methods = [(k, "fixed", invariant, graphs, deferred[0]) for k in args.ks for invariant in modes
+               for graphs in graph_modes]
+    methods += [(k, "adaptive", invariant, graphs, d) for k in args.adaptive_k_max for d in deferred
+                for invariant in modes for graphs in graph_modes]
     llms = {m: LLM(args.model, devices=args.devices, dtype=args.dtype, num_speculative_tokens=m[0],
-                   speculative_policy=m[1], max_cache_blocks=512, batch_invariant=m[2], enable_graph=m[3])
+                   speculative_policy=m[1], max_cache_blocks=512, batch_invariant=m[2], enable_graph=m[3],
+                   deferred_fill_positions=m[4])
             for m in methods}
     runs = {}
     for batch in args.batch_sizes:
         for _ in range(args.repeats):
-            for (k, policy, invariant, graphs), llm in llms.items():
+            for (k, policy, invariant, graphs, d), llm in llms.items():
                 r = run(llm, batch, args.max_tokens, args.temperature)
-                runs.setdefault((k, policy, invariant, graphs, batch), []).append(r)
-                print(json.dumps({"k": k, "policy": policy, "graphs": graphs, **r}), flush=True)
-    results = [{"k": k, "policy": policy, "batch_invariant": invariant, "graphs": graphs, **median_run(rs)}
-               for (k, policy, invariant, graphs, batch), rs in runs.items()]
-    results.sort(key=lambda r: (r["policy"] == "adaptive", r["k"], r["batch"]))
+                runs.setdefault((k, policy, invariant, graphs, d, batch), []).append(r)
+                print(json.dumps({"k": k, "policy": policy, "graphs": graphs, "deferred_fill_positions": d, **r}),
+                      flush=True)
+    results = [{"k": k, "policy": policy, "batch_invariant": invariant, "graphs": graphs,
+                "deferred_fill_positions": d, **median_run(rs)}
+               for (k, policy, invariant, graphs, d, batch), rs in runs.items()]
+    results.sort(key=lambda r: (r["policy"] == "adaptive", r["k"], -r["deferred_fill_positions"], r["batch"]))
     device = args.devices if args.devices != "auto" else next(iter(llms.values())).core.args.device
     for llm in llms.values():
         llm.shutdown()
     info = {"device": torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu",
             "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "dtype": args.dtype, "max_tokens": args.max_tokens,
-            "temperature": args.temperature, "repeats": args.repeats}
+            "temperature": args.temperature, "repeats": args.repeats,
+            "deferred_fill_positions": args.deferred_fill_positions}
     for invariant in modes:
         for graphs in graph_modes:
             if len(modes) > 1 or len(graph_modes) > 1:
@@ -123,12 +134,18 @@ def median_run(runs: list[dict]) -> dict:
 def method_name(r: dict) -> str:
     if r["k"] == 0:
         return "k=0"
-    return f"adaptive k_max={r['k']}" if r.get("policy") == "adaptive" else f"fixed k={r['k']}"
+    if r.get("policy") != "adaptive":
+        return f"fixed k={r['k']}"
+    return f"adaptive k_max={r['k']}" + (", fill every step" if r.get("deferred_fill_positions") == 0 else "")
 
 
 def chosen_k(r: dict) -> str:
     total = sum(r.get("steps_by_k") or [])
     return "-" if not total else " / ".join(f"{100 * n / total:.0f}" for n in r["steps_by_k"])
+
+
+def fill_skipped(r: dict) -> str:
+    return "-" if r["k"] == 0 or not r.get("steps") else f"{100 * r.get('fill_skipped_steps', 0) / r['steps']:.0f}"
 
 
 def markdown_table(results: list[dict]) -> str:
@@ -138,8 +155,9 @@ def markdown_table(results: list[dict]) -> str:
     base = {r["batch"]: r for r in results if r["k"] == 0}
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     lines = ["| method | batch | tokens/s | speedup vs k=0 | acceptance rate | mean acceptance length | "
-             "target ms/step | draft ms/step | ideal speedup | speedup / ideal | chosen k = 0/1/2/3 (% of steps) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "target ms/step | draft ms/step | ideal speedup | speedup / ideal | chosen k = 0/1/2/3 (% of steps) | "
+             "fill skipped (% of steps) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         b = base.get(r["batch"])
         speedup = r["tokens_per_s"] / b["tokens_per_s"] if b else None
@@ -150,7 +168,7 @@ def markdown_table(results: list[dict]) -> str:
         lines.append(f"| {method_name(r)} | {r['batch']} | {r['tokens_per_s']:.0f} | {fmt(speedup, '.2f')} | "
                      f"{fmt(r['acceptance_rate'], '.3f')} | {fmt(r['mean_acceptance_length'], '.2f')} | "
                      f"{r['target_ms_per_step']:.3f} | {r['draft_ms_per_step']:.3f} | {fmt(ideal, '.2f')} | "
-                     f"{fmt(speedup / ideal if ideal else None, '.2f')} | {chosen_k(r)} |")
+                     f"{fmt(speedup / ideal if ideal else None, '.2f')} | {chosen_k(r)} | {fill_skipped(r)} |")
     return "\n".join(lines)
 
 

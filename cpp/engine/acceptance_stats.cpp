@@ -59,4 +59,9 @@ std::vector<double> AcceptanceStats::sequence(int64_t seq_id) const {
   return p;
 }
 
+bool AcceptanceStats::knows(int64_t seq_id) const {
+  auto it = sequences_.find(seq_id);
+  return it != sequences_.end() && it->second.tried[0] >= kSequencePrior;
+}
+
 }  // namespace mtpserve

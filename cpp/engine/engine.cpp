@@ -467,10 +467,12 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
   std::vector<DraftRequest> requests;
   std::vector<DraftCandidate> candidates;
   std::vector<size_t> candidate_request;
+  std::vector<bool> decoded;  // per request: its step was a decode or verify, not a prefill chunk
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     Sequence& seq = *plan.scheduled[i].seq;
     if (seq.is_finished()) continue;
     requests.push_back({&seq, first_pairs[i], seq.num_computed_tokens - first_pairs[i], input.query_start[i], 0});
+    decoded.push_back(!plan.scheduled[i].is_prefill);
     if (input.num_samples[i] > 0 && draft_budget(seq) > 0) {
       const bool pinned = seq.params.seed.has_value() && !seq.params.greedy();
       candidates.push_back({seq.id, draft_budget(seq), seq.num_tokens(), pinned});
@@ -490,7 +492,7 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
   }
   DraftShape shape;
   shape.num_seqs = static_cast<int64_t>(requests.size());
-  requests = defer_fills(std::move(requests), unused);
+  requests = defer_fills(std::move(requests), decoded, unused);
   drafter_->propose(requests);
   for (size_t i = 0; i < requests.size(); ++i) {
     const DraftRequest& r = requests[i];
@@ -514,7 +516,8 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
   return shape;
 }
 
-std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests, std::vector<bool>& unused) {
+std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests, const std::vector<bool>& decoded,
+                                              std::vector<bool>& unused) {
   if (!stash_) return requests;
   std::vector<DraftRequest> filling;
   std::vector<bool> filling_unused;
@@ -522,7 +525,8 @@ std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests
   for (size_t i = 0; i < requests.size(); ++i) {
     DraftRequest& r = requests[i];
     const bool drafts = r.num_drafts > 0 && !unused[i];
-    if (!drafts) {
+    // Until its acceptance is known, a sequence keeps filling: the fill's draft 1 measures it for free.
+    if (!drafts && decoded[i] && policy_->acceptance().knows(r.seq->id)) {
       if (const auto row = stash_->push(r.seq->id, r.first_pair, r.num_pairs)) {
         for (int64_t j = 0; j < r.num_pairs; ++j) {
           target_rows.push_back(r.hidden_row + j);

@@ -139,8 +139,12 @@ class Engine {
   void record_step(const SchedulerOutput& plan, const StepInput& input, double seconds);
   DraftShape draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs);
   // The requests whose fill runs this step, each with its stashed positions to catch up; the others'
-  // fills are deferred into the stash. `unused` (a request whose draft 1 is only measured) is filtered alike.
-  std::vector<DraftRequest> defer_fills(std::vector<DraftRequest> requests, std::vector<bool>& unused);
+  // fills are deferred into the stash: those that take no drafts after a decode or verify step (a
+  // prefill chunk's fill runs at once, so that its blocks can be shared through the prefix cache) and
+  // whose own acceptance is known (AcceptanceStats::knows).
+  // `unused` (a request whose draft 1 is only measured) is filtered alike.
+  std::vector<DraftRequest> defer_fills(std::vector<DraftRequest> requests, const std::vector<bool>& decoded,
+                                        std::vector<bool>& unused);
   // The first position of `seq` whose MTP cache row is not written yet (its fill is deferred).
   int64_t mtp_filled_until(const Sequence& seq) const;
   int64_t draft_budget(const Sequence& seq) const;
