@@ -9,21 +9,21 @@ K_MAX = 3
 ADAPTIVE, FIXED = _C.SpeculationPolicyKind.adaptive, _C.SpeculationPolicyKind.fixed
 
 
-def candidates(n, budget=K_MAX, context=100, first_id=0):
-    return [(first_id + i, budget, context, False) for i in range(n)]
+def candidates(n, budget=K_MAX, context=100, first_id=0, stashed=0):
+    return [(first_id + i, budget, context, False, stashed) for i in range(n)]
 
 
 PER_CONTEXT_TOKEN = 1e-8
 
 
-def feed_costs(policy, n, per_row, fixed=1e-3, draft_fixed=2e-4, per_recursion=5e-4):
+def feed_costs(policy, n, per_row, fixed=1e-3, draft_fixed=2e-4, per_recursion=5e-4, per_fill_row=1e-6):
     """Verify and draft steps of n sequences and each k, timed by exact linear laws."""
     for k in range(K_MAX + 1):
         for step in range(30):
             rows, context = n * (1 + k) - step % n, 100 * n + 977 * step
             policy.record_verify(n, rows, context, fixed + per_row * rows + PER_CONTEXT_TOKEN * context)
             fill, rec_rows = n + step % (k * n + 1), max(k - 1, 0) * (n - step % n)
-            policy.record_draft(n, fill, max(k - 1, 0), rec_rows, draft_fixed + 1e-6 * fill +
+            policy.record_draft(n, fill, max(k - 1, 0), rec_rows, draft_fixed + per_fill_row * fill +
                                 per_recursion * max(k - 1, 0) + per_row * rec_rows)
 
 
@@ -76,9 +76,20 @@ def test_dear_rows_and_low_acceptance_draft_nothing():
     assert policy.plan(batch) == (0, [0] * 64)
 
 
+def test_resuming_drafting_pays_the_catch_up_of_deferred_fills():
+    """With fills deferred at k = 0 (fill_every > 1), a plan that drafts runs the waiting positions' fill
+    first: worth it with nothing waiting, not with 64 positions per sequence to catch up."""
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
+    past_warmup(policy, candidates(8))
+    feed_costs(policy, 8, per_row=1e-4, draft_fixed=5e-4, per_recursion=1e-4, per_fill_row=2e-5)
+    feed_acceptance(policy, 100, 3)
+    assert policy.plan(candidates(8))[0] > 0
+    assert policy.plan(candidates(8, stashed=64)) == (0, [0] * 8)
+
+
 def test_a_pinned_sequence_drafts_its_budget_whatever_the_costs():
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
-    batch = candidates(63) + [(63, 2, 100, True)]
+    batch = candidates(63) + [(63, 2, 100, True, 0)]
     past_warmup(policy, batch)
     feed_costs(policy, 64, per_row=1e-4)
     feed_acceptance(policy, 100, 0)
@@ -111,7 +122,7 @@ def test_acceptance_is_conditional_per_position_and_new_sequences_start_from_the
 
 def test_fixed_and_forced_plans_stay_within_each_budget():
     fixed = _C.SpeculationPolicy(FIXED, K_MAX)
-    batch = [(0, 3, 10, False), (1, 1, 10, False), (2, 0, 10, False)]
+    batch = [(0, 3, 10, False, 0), (1, 1, 10, False, 0), (2, 0, 10, False, 0)]
     assert fixed.plan(batch) == (3, [3, 1, 0])
     forced = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     forced.force_schedule([2, 0])

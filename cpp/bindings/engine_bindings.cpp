@@ -64,14 +64,17 @@ void bind_policy(py::module_& m) {
       .def_property_readonly_static("probe_interval", [](py::object) { return SpeculationPolicy::kProbeInterval; })
       .def(
           "plan",
-          [](SpeculationPolicy& p, const std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>& candidates) {
+          [](SpeculationPolicy& p,
+             const std::vector<std::tuple<int64_t, int64_t, int64_t, bool, int64_t>>& candidates) {
             std::vector<DraftCandidate> c;
-            for (const auto& [id, budget, context, pinned] : candidates) c.push_back({id, budget, context, pinned});
+            for (const auto& [id, budget, context, pinned, stashed] : candidates) {
+              c.push_back({id, budget, context, pinned, stashed});
+            }
             const DraftPlan plan = p.plan(c);
             return std::make_pair(plan.step_k, plan.drafts);
           },
           py::arg("candidates"),
-          "candidates: (seq_id, budget, context, pinned) each; returns (step k, drafts of each)")
+          "candidates: (seq_id, budget, context, pinned, stashed positions) each; returns (step k, drafts of each)")
       .def("force_schedule", &SpeculationPolicy::force_schedule, py::arg("schedule"))
       .def("record_verify",
            [](SpeculationPolicy& p, int64_t num_seqs, int64_t rows, int64_t context, double seconds) {

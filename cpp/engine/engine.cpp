@@ -475,7 +475,8 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
     decoded.push_back(!plan.scheduled[i].is_prefill);
     if (input.num_samples[i] > 0 && draft_budget(seq) > 0) {
       const bool pinned = seq.params.seed.has_value() && !seq.params.greedy();
-      candidates.push_back({seq.id, draft_budget(seq), seq.num_tokens(), pinned});
+      const int64_t stashed = stash_ ? stash_->count(seq.id) : 0;
+      candidates.push_back({seq.id, draft_budget(seq), seq.num_tokens(), pinned, stashed});
       candidate_request.push_back(requests.size() - 1);
     }
   }

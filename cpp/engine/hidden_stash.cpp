@@ -5,7 +5,8 @@
 
 namespace mtpserve {
 
-HiddenStash::HiddenStash(int64_t slots, int64_t positions_per_slot) : slots_(slots), positions_per_slot_(positions_per_slot) {
+HiddenStash::HiddenStash(int64_t slots, int64_t positions_per_slot)
+    : slots_(slots), positions_per_slot_(positions_per_slot) {
   if (slots < 1 || positions_per_slot < 1) {
     throw std::invalid_argument("HiddenStash needs at least one slot of at least one position");
   }
@@ -29,6 +30,11 @@ std::optional<int64_t> HiddenStash::push(int64_t seq_id, int64_t first_pair, int
   const int64_t row = held.first_row + held.count;
   held.count += count;
   return row;
+}
+
+int64_t HiddenStash::count(int64_t seq_id) const {
+  auto it = held_.find(seq_id);
+  return it == held_.end() ? 0 : it->second.count;
 }
 
 StashedPositions HiddenStash::take(int64_t seq_id) {

@@ -30,6 +30,8 @@ class HiddenStash {
   // Stashes positions first_pair .. first_pair + count - 1 of `seq_id` after those it holds; returns
   // their first row, or nothing (stashing nothing) when they do not fit.
   std::optional<int64_t> push(int64_t seq_id, int64_t first_pair, int64_t count);
+  // How many positions `seq_id` holds.
+  int64_t count(int64_t seq_id) const;
   // What `seq_id` holds (count 0: nothing), removed from the stash.
   StashedPositions take(int64_t seq_id);
   // The first position whose fill has not run: positions from here on must not be shared through

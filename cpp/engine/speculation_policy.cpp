@@ -83,20 +83,22 @@ void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,
 SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftCandidate>& candidates,
                                                         const std::vector<std::vector<double>>& reach,
                                                         const DraftPlan& plan) const {
-  double rows = 0, context = 0, tokens = 0, recursion_rows = 0;
+  double rows = 0, context = 0, tokens = 0, recursion_rows = 0, caught_up = 0;
   for (size_t s = 0; s < candidates.size(); ++s) {
     const int64_t k = plan.drafts[s];
+    if (k > 0) caught_up += static_cast<double>(candidates[s].stashed);
     rows += 1 + k;
     context += static_cast<double>(candidates[s].context + k);
     for (int64_t i = 0; i <= k; ++i) tokens += reach[s][i];
     recursion_rows += std::max<int64_t>(k - 1, 0);
   }
   const double recursions = std::max<int64_t>(plan.step_k - 1, 0);
-  // The next fill runs over every position this step computes (its emitted tokens), now or deferred.
+  // The next fill runs over every position this step computes (its emitted tokens), now or deferred,
+  // and over the waiting positions of the sequences that draft.
   const auto n = static_cast<int64_t>(candidates.size());
   const double fixed_share = plan.step_k == 0 ? 1.0 / static_cast<double>(fill_every_) : 1.0;
   const double seconds = costs_.verify_seconds(n, rows, context) +
-                         costs_.draft_seconds(n, tokens, recursions, recursion_rows, fixed_share);
+                         costs_.draft_seconds(n, tokens + caught_up, recursions, recursion_rows, fixed_share);
   return {tokens, seconds};
 }
 

@@ -9,10 +9,12 @@
 // 0..k_max (warm-up: the bucket's fits need steps of each k), and later takes every
 // kProbeInterval-th step at a cycled k, so that a cost it has stopped observing cannot go stale.
 // Where the engine defers the MTP fill of sequences given no drafts (EngineConfig::
-// deferred_fill_positions), every fill row still costs what it costs, now or in a catch-up, but a
-// k = 0 step starts no MTP forward: such a plan pays only a share of the fill's fixed cost, that of
-// one catch-up every `fill_every` steps. The rows already waiting are owed whatever the plan, so no
-// plan is charged for them, and the choice does not swing with how many wait.
+// deferred_fill_positions), a k = 0 step starts no MTP forward: such a plan pays each row's fill (it
+// runs later) and only a share of the fill's fixed cost, that of one catch-up every `fill_every`
+// steps. A plan that drafts for a sequence pays its catch-up now (its waiting positions join the fill);
+// one that keeps it at k = 0 does not (a sequence that finishes first never pays it). So resuming
+// drafting must win back the catch-up, and the policy does not flip between k = 0 and drafting
+// every few steps.
 #include <cstdint>
 #include <vector>
 
@@ -30,6 +32,7 @@ struct DraftCandidate {
   // Drafts its whole budget whatever the load: a seeded sampled request's tokens depend on how many
   // drafts each of its steps verifies, and must not depend on what else runs.
   bool pinned = false;
+  int64_t stashed = 0;  // positions whose fill waits (deferred): drafting catches them up first
 };
 
 struct DraftPlan {
