@@ -34,13 +34,22 @@ def cache_blocks(args: EngineArgs, model: LoadedModel, max_model_len: int) -> in
         return args.max_cache_blocks
     layers = model.config.num_hidden_layers + len(model.mtp_layers)
     bytes_per_block = args.block_size * model.config.cache_dim * model.dtype.itemsize * layers
-    by_memory = cache_memory(args.device, args.max_memory_utilization) // bytes_per_block
+    by_memory = (cache_memory(args.device, args.max_memory_utilization) - stash_bytes(args, model)) // bytes_per_block
     if by_memory < 1:
         raise ValueError(f"no memory left for the KV cache on {args.device} at max_memory_utilization="
                          f"{args.max_memory_utilization} (one block of {args.block_size} tokens needs "
                          f"{bytes_per_block} bytes)")
     useful = args.max_seqs_per_batch * -(-max_model_len // args.block_size)
     return max(1, min(by_memory, useful))
+
+
+def stash_bytes(args: EngineArgs, model: LoadedModel) -> int:
+    """The engine's stash of hidden states whose MTP fill waits (adaptive policy with MTP): a row per deferred
+    position of every sequence a step may run."""
+    if not args.num_speculative_tokens or args.speculative_policy != "adaptive":
+        return 0
+    rows = args.max_seqs_per_batch * args.deferred_fill_positions
+    return rows * model.config.hidden_size * model.dtype.itemsize
 
 
 def _load(args: EngineArgs, tp: _C.TensorParallel | None,
