@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import httpx
 import openai
@@ -95,6 +96,20 @@ def test_one_rank_refuses_data_parallelism(tiny_model_dir):
         LLM(str(tiny_model_dir), dp_size=2, max_cache_blocks=8)
 
 
+def metric(url: str, name: str) -> float | None:
+    lines = [line for line in httpx.get(url + "/metrics", timeout=10).text.splitlines() if line.startswith(name)]
+    return float(lines[0].split()[-1]) if lines else None
+
+
+def wait_for_metric(url: str, name: str, value: float, bound_s: float = 60.0) -> bool:
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        if metric(url, name) == value:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 SERVER_PROMPTS = ["the quick brown fox", "hello there, how are you", "one two three four five six", "a"]
 
 
@@ -148,7 +163,10 @@ def test_server_balances_over_two_groups(tiny_model_dir, tmp_path, ep_size):
         assert set(groups) == {"0", "1"} and min(groups.values()) > 0 and sum(groups.values()) == 6, groups
         drafts = [line for line in metrics.splitlines() if line.startswith("mtpserve:spec_decode_num_draft_tokens")]
         assert drafts and float(drafts[0].split()[-1]) > 0
-        # The abandoned request's blocks are freed and the server serves on.
+        # The abandoned request is aborted in its group (nothing left running) and the server serves on.
+        assert wait_for_metric(url, "mtpserve:num_requests_running", 0.0)
+        generated = metric(url, "mtpserve:generation_tokens_total")
+        assert generated < 5 * 16 + 200, generated  # far from the abandoned request's 200 tokens
         assert client.completions.create(model="tiny", prompt="a", max_tokens=4, temperature=0).choices[0].text
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, log_file.read_text()[-3000:]

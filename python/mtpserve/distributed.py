@@ -1,8 +1,10 @@
 """Tensor-parallel process groups: one rank per process (rank = --node_rank, world size =
 --nnodes), created with torch.distributed and handed to the C++ runtime by name. The model's
-collectives run on the world group (gloo on cpu, nccl on cuda, one GPU per rank); step plans are
-host int64 tensors, which NCCL does not take, so on a GPU they travel on a gloo side group of the
-same ranks (on the CPU the world group is gloo already and carries both).
+collectives run on the attention group (the world group unless --dp_size splits it; gloo on cpu,
+nccl on cuda, one GPU per rank) and the expert all-to-alls on the world group; step plans are host
+int64 tensors, which NCCL does not take, so on a GPU they travel on a gloo side group of the same
+ranks (on the CPU the gloo groups carry both). Under data-parallel attention with expert parallelism
+the groups' leaders also share a gloo group to agree on their steps (StepLockstep).
 
 The c10d rendezvous uses a TCPStore on rank 0's host at the control-plane port + 1
 (--master_node_addr host:port is the control gRPC service; host:port+1 is the store). Rank 0

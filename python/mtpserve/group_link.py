@@ -176,11 +176,12 @@ class GroupClient:
         return self._lost
 
     def _send(self, *message) -> None:
+        """A message that wants no answer; on a lost link there is nobody left to tell (error() says so)."""
         with self._lock:
             try:
                 self._commands.send(message)
             except OSError as e:
-                raise RuntimeError(self._lose(str(e))) from None
+                self._lose(str(e))
 
     def _call(self, *message, timeout_s: float = _ANSWER_TIMEOUT_S):
         with self._lock:
