@@ -201,7 +201,8 @@ void Engine::loop() {
                (!failure_ && scheduler_.has_unfinished());
       };
       if (config_.lockstep) {
-        inbox_cv_.wait_for(lock, kLockstepPoll, ready);  // idle, it still meets the other groups' steps
+        // While any group steps, straight on to the next agreement; idle, wait a little for work first.
+        if (!lockstep_busy_) inbox_cv_.wait_for(lock, kLockstepPoll, ready);
       } else {
         inbox_cv_.wait(lock, ready);
       }
@@ -219,6 +220,7 @@ void Engine::loop() {
     }
     if (config_.lockstep) {
       const Agreement agreed = agree_step(stopping);
+      lockstep_busy_ = agreed.step;
       if (agreed.stop) {
         if (!stopping) stop_with_others();
         break;

@@ -184,6 +184,7 @@ class Engine {
   bool stopping_ = false;
   std::optional<std::string> failure_;  // set once; guarded by inbox_mutex_
   bool failed_handled_ = false;         // loop thread only
+  bool lockstep_busy_ = false;          // the last lockstep agreement stepped; loop thread only
 
   std::mutex outbox_mutex_;
   std::condition_variable outbox_cv_;
