@@ -21,7 +21,7 @@ from mtpserve.sampling_params import SamplingParams
 
 def generate(core: EngineCore, prompts: list[list[int]], params: SamplingParams) -> list[dict]:
     """Every prompt at once (batched steps); per prompt its token ids and, when asked for, their logprobs."""
-    results = {str(i): {"tokens": [], "logprobs": []} for i in range(len(prompts))}
+    results = {str(i): {"tokens": [], "logprobs": [], "spec": (0, 0, 0)} for i in range(len(prompts))}
     for i, prompt in enumerate(prompts):
         if isinstance(core, DataParallelCore):
             core.submit(str(i), prompt, params)
@@ -33,6 +33,8 @@ def generate(core: EngineCore, prompts: list[list[int]], params: SamplingParams)
             assert not delta.error, delta.error
             results[delta.request_id]["tokens"] += delta.token_ids
             results[delta.request_id]["logprobs"] += [dict(lp.top) for lp in delta.logprobs]
+            spec = delta.spec  # cumulative: the last output holds the request's totals
+            results[delta.request_id]["spec"] = (spec.drafts, spec.draft_tokens, spec.accepted_tokens)
             if delta.finished:
                 pending.discard(delta.request_id)
     return [results[str(i)] for i in range(len(prompts))]
@@ -52,7 +54,9 @@ def _rank(rank, world, port, devices, ep_size, dp_size, runs, prompts, params, o
                     core = DataParallelCore(core, groups.store, dp_size)
                 try:
                     outputs.append(generate(core, prompts, params))
-                    by_group.append(list(core.engine.requests_by_group) if dp_size > 1 else [len(prompts)])
+                    spec = core.engine.stats().spec
+                    by_group.append({"requests": list(core.engine.requests_by_group) if dp_size > 1 else [len(prompts)],
+                                     "spec": (spec.drafts, spec.draft_tokens, spec.accepted_tokens)})
                 finally:
                     core.shutdown()
             elif groups.leads_group:
@@ -71,7 +75,7 @@ def run_group(world: int, runs: list[dict], prompts: list[list[int]], params: Sa
               with_groups: bool = False) -> list[list[dict]]:
     """Rank 0's generate() for each EngineArgs settings in `runs` (each needs max_cache_blocks), on a group
     of `world` ranks; rank i runs on devices[i] (default: the CPU). with_groups: also, per run, how many
-    requests each attention group got."""
+    requests each attention group got and the engine's MTP counters (drafts, draft tokens, accepted)."""
     devices = devices or ["cpu"] * world
     mp.spawn(_rank, args=(world, free_port_pair(), devices, ep_size, dp_size, runs, prompts, params, str(out_file)),
              nprocs=world, join=True)

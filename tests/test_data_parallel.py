@@ -36,9 +36,14 @@ def test_two_groups_share_the_requests_and_answer_as_one_rank(tiny_model_dir, tm
     ks = (0, 1, 2, 3)
     got, by_group = run_group(2, [engine(tiny_model_dir, k) for k in ks], prompts, GREEDY, tmp_path / "dp.pt",
                               dp_size=2, with_groups=True)
-    for k, outputs, counts in zip(ks, got, by_group):
+    for k, outputs, run in zip(ks, got, by_group):
         assert tokens(outputs) == expected, f"DP=2, k={k}"
+        counts = run["requests"]
         assert len(counts) == 2 and min(counts) > 0 and sum(counts) == len(prompts), counts
+        # The engine's MTP counters are the sum over both groups of what each request reports.
+        per_request = [sum(o["spec"][i] for o in outputs) for i in range(3)]
+        assert run["spec"] == tuple(per_request), (run["spec"], per_request)
+        assert (per_request[1] > 0) == (k > 0)
 
 
 def test_two_groups_of_two_ranks_answer_as_one_rank(tiny_model_dir, tmp_path):
@@ -63,8 +68,9 @@ def test_expert_parallel_groups_in_lockstep_answer_as_one_rank(world, model, ks,
     expected = tokens(one_rank([engine(model_dir, 0)], prompts, GREEDY)[0])
     got, by_group = run_group(world, [engine(model_dir, k) for k in ks], prompts, GREEDY, tmp_path / "epdp.pt",
                               ep_size=world, dp_size=2, with_groups=True)
-    for k, outputs, counts in zip(ks, got, by_group):
+    for k, outputs, run in zip(ks, got, by_group):
         assert tokens(outputs) == expected, f"EP={world} x DP=2, k={k}"
+        counts = run["requests"]
         assert min(counts) > 0 if num_prompts > 1 else counts == [1, 0], counts
 
 
