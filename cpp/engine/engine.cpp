@@ -213,7 +213,7 @@ void Engine::loop() {
     if (stopping && (!config_.lockstep || failure)) break;
     drain_inbox();
     if (failure) {
-      if (!failed_handled_) fail_all(*failure);  // and never step (nor issue a collective) again
+      fail_all(*failure);  // and never step (nor issue a collective) again
       failed_handled_ = true;
       refresh_stats();
       continue;
@@ -227,9 +227,9 @@ void Engine::loop() {
       }
       if (!agreed.step) continue;
     }
-    const bool ran = step();
+    const bool counted = step();
     refresh_stats();
-    if (!ran) continue;
+    if (!counted) continue;
     std::lock_guard lock(stats_mutex_);
     stats_.steps += 1;
   }
@@ -318,7 +318,8 @@ bool Engine::step() {
     stats_.preemptions += plan.preempted.size();
   }
   if (plan.empty()) {
-    if (config_.lockstep) run_empty_step();
+    if (!config_.lockstep) return true;
+    run_empty_step();
     return false;
   }
   try {
@@ -368,7 +369,7 @@ void Engine::run_empty_step() {
     runner_.run_empty_target();
     if (drafter_) runner_.run_drafts({});
   } catch (const std::exception& e) {
-    fail(std::string("tensor-parallel step failed: ") + e.what());
+    fail(std::string("empty lockstep step failed: ") + e.what());
   }
 }
 

@@ -125,7 +125,7 @@ class Engine {
   Agreement agree_step(bool stopping);
   // Stopped by another group's engine: open requests end, new ones are refused.
   void stop_with_others();
-  // False when it had nothing to run (under lockstep it ran an empty step then).
+  // False for an empty step under lockstep (not counted in the stats' steps).
   bool step();
   void run_empty_step();
   // Samples (or verifies the drafts of) every scheduled sequence with samples this step.
