@@ -107,6 +107,12 @@ def metric(url: str, name: str) -> float | None:
     return float(lines[0].split()[-1]) if lines else None
 
 
+def group_requests(url: str) -> dict[str, float]:
+    metrics = httpx.get(url + "/metrics", timeout=10).text
+    return {line.split('dp_group="')[1].split('"')[0]: float(line.split()[-1])
+            for line in metrics.splitlines() if line.startswith("mtpserve:dp_group_requests_total")}
+
+
 def wait_for_metric(url: str, name: str, value: float, bound_s: float = 60.0) -> bool:
     deadline = time.monotonic() + bound_s
     while time.monotonic() < deadline:
@@ -159,20 +165,26 @@ def test_server_balances_over_two_groups(tiny_model_dir, tmp_path, ep_size):
             model="tiny", prompt=SERVER_PROMPTS[1], max_tokens=16, temperature=0, stream=True,
             extra_body={"ignore_eos": True}))
         assert streamed == expected[1]
+        before = group_requests(url)
         with client.completions.create(model="tiny", prompt=SERVER_PROMPTS[2], max_tokens=200, temperature=0,
                                        stream=True, extra_body={"ignore_eos": True}) as stream:
-            next(iter(stream))  # then the client goes away: the request is aborted in its group
-
-        metrics = httpx.get(url + "/metrics", timeout=10).text
-        groups = {line.split('dp_group="')[1].split('"')[0]: float(line.split()[-1])
-                  for line in metrics.splitlines() if line.startswith("mtpserve:dp_group_requests_total")}
-        assert set(groups) == {"0", "1"} and min(groups.values()) > 0 and sum(groups.values()) == 6, groups
-        drafts = [line for line in metrics.splitlines() if line.startswith("mtpserve:spec_decode_num_draft_tokens")]
-        assert drafts and float(drafts[0].split()[-1]) > 0
+            next(iter(stream))
+            # While group 0 holds that request, a request with a grammar goes to group 1, which makes its own.
+            schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+                      "additionalProperties": False}
+            answer = client.chat.completions.create(
+                model="tiny", messages=[{"role": "user", "content": "JSON please"}], max_tokens=24, temperature=0,
+                response_format={"type": "json_schema", "json_schema": {"name": "s", "schema": schema}})
+            assert answer.choices[0].message.content.lstrip().startswith("{"), answer
+        # ... then the client goes away: the long request is aborted in its group.
+        groups = group_requests(url)
+        assert groups["0"] == before["0"] + 1 and groups["1"] == before["1"] + 1, (before, groups)
+        assert set(groups) == {"0", "1"} and min(groups.values()) > 0 and sum(groups.values()) == 7, groups
+        assert metric(url, "mtpserve:spec_decode_num_draft_tokens") > 0
         # The abandoned request is aborted in its group (nothing left running) and the server serves on.
         assert wait_for_metric(url, "mtpserve:num_requests_running", 0.0)
         generated = metric(url, "mtpserve:generation_tokens_total")
-        assert generated < 5 * 16 + 200, generated  # far from the abandoned request's 200 tokens
+        assert generated < 5 * 16 + 24 + 200, generated  # far from the abandoned request's 200 tokens
         assert client.completions.create(model="tiny", prompt="a", max_tokens=4, temperature=0).choices[0].text
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, log_file.read_text()[-3000:]

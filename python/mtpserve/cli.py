@@ -121,11 +121,17 @@ def check_layout_fits_model(ns: argparse.Namespace, model_path) -> None:
     if ns.ep_size > 1 and config.n_routed_experts % ns.ep_size:
         raise ValueError(f"--ep_size={ns.ep_size} does not divide the model's {config.n_routed_experts} routed "
                          "experts; choose --ep_size 1 or --nnodes among their divisors")
+    # What tensor parallelism splits over the ranks of an attention group.
+    split = {"attention heads": config.num_attention_heads, "vocabulary entries": config.vocab_size,
+             "dense MLP intermediate size": config.intermediate_size if config.first_k_dense_replace else 0,
+             "shared experts' intermediate size": config.moe_intermediate_size * config.n_shared_experts,
+             "routed experts' intermediate size": config.moe_intermediate_size if ns.ep_size == 1 else 0}
     group = ns.nnodes // ns.dp_size
-    if config.num_attention_heads % group:
-        raise ValueError(f"--nnodes {ns.nnodes} with --dp_size {ns.dp_size} makes attention groups of {group} ranks: "
-                         f"{group} does not divide the model's {config.num_attention_heads} attention heads; choose "
-                         "--nnodes / --dp_size among their divisors")
+    for what, n in split.items():
+        if n % group:
+            raise ValueError(f"--nnodes {ns.nnodes} with --dp_size {ns.dp_size} makes attention groups of {group} "
+                             f"ranks: {group} does not divide the model's {n} {what}; choose --nnodes / --dp_size "
+                             "among its divisors")
 
 
 def read_secret(flag_value: str | None, file_path: str | None, env: str, what: str) -> str | None:
