@@ -5,6 +5,7 @@ an idle group included; the real server balances concurrent, streamed and aborte
 layouts are refused naming the numbers."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -194,3 +195,49 @@ def test_server_balances_over_two_groups(tiny_model_dir, tmp_path, ep_size):
             proc.wait()
     assert "connecting to the engines of attention groups 1..1" in log_file.read_text()
     assert not wait_gone([proc.pid], 5)
+
+
+def test_server_fails_every_stream_when_a_group_leader_dies(tiny_model_dir, tmp_path):
+    """EP 2 x DP 2: SIGKILL of group 1's leader (rank 1) while both groups stream ends both streams with an
+    error naming the rank (group 0's at once: its next lockstep agreement fails), and rank 0 exits non-zero."""
+    port = free_port_pair()
+    cmd = [sys.executable, "-m", "mtpserve.cli", "launch", "--nnodes=2", "--dp_size=2", "--ep_size=2", "--model",
+           str(tiny_model_dir), f"--port={port}", "--dtype=float32", "--block_size=8", "--max_cache_blocks=96",
+           "--log_level=info"]
+    log_file = tmp_path / "launch.log"
+    with open(log_file, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, [proc.pid], tmp_path)
+        pids = [int(line.split("pid ")[1]) for line in log_file.read_text().splitlines()
+                if "mtpserve.launch: rank" in line]
+        events: list[list[dict]] = [[], []]
+        first = [threading.Event(), threading.Event()]
+
+        def stream(i):
+            body = {"prompt": SERVER_PROMPTS[i], "max_tokens": 220, "temperature": 0, "ignore_eos": True,
+                    "stream": True}
+            with httpx.stream("POST", url + "/v1/completions", json=body, timeout=60) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: ") and line != "data: [DONE]":
+                        events[i].append(json.loads(line[6:]))
+                        first[i].set()
+            first[i].set()
+
+        threads = [threading.Thread(target=stream, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        assert all(e.wait(60) for e in first)
+        assert group_requests(url) == {"0": 1.0, "1": 1.0}
+        os.kill(pids[1], signal.SIGKILL)
+        for t in threads:
+            t.join(60)
+        for ev in events:
+            assert "error" in ev[-1] and "rank 1" in ev[-1]["error"]["message"], ev[-1]
+        assert proc.wait(60) != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
