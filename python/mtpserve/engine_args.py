@@ -39,7 +39,7 @@ class EngineArgs:
     enable_graph: bool = True
     graph_max_batch: int = 256
     # Expert parallelism: 1, or the number of ranks (--nnodes), each then holding its share of the routed
-    # experts whole (attention stays tensor parallel over the same ranks).
+    # experts whole (attention stays tensor parallel over the ranks of each attention group).
     ep_size: int = 1
     # Data-parallel attention: the ranks form dp_size attention groups, each with its own scheduler, requests
     # and KV cache (tensor parallel inside a group of nnodes / dp_size ranks); rank 0 balances requests.
