@@ -5,13 +5,13 @@ an idle group included; the real server balances concurrent, streamed and aborte
 layouts are refused naming the numbers."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import openai
@@ -123,6 +123,26 @@ def wait_for_metric(url: str, name: str, value: float, bound_s: float = 60.0) ->
     return False
 
 
+def launch(model_dir, tmp_path, *flags) -> tuple[subprocess.Popen, str, Path]:
+    """`mtpserve launch --nnodes 2 --dp_size 2 [flags]` on loopback, healthy; (launcher, URL, its log)."""
+    port = free_port_pair()
+    cmd = [sys.executable, "-m", "mtpserve.cli", "launch", "--nnodes=2", "--dp_size=2", "--model", str(model_dir),
+           f"--port={port}", "--dtype=float32", "--block_size=8", "--max_cache_blocks=96", "--served_model_name=tiny",
+           "--log_level=info", *flags]
+    log_file = tmp_path / "launch.log"
+    with open(log_file, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, [proc.pid], tmp_path)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc, url, log_file
+
+
 SERVER_PROMPTS = ["the quick brown fox", "hello there, how are you", "one two three four five six", "a"]
 
 
@@ -136,17 +156,8 @@ def test_server_balances_over_two_groups(tiny_model_dir, tmp_path, ep_size):
             SERVER_PROMPTS, SamplingParams(max_tokens=16, temperature=0, ignore_eos=True))]
     finally:
         llm.shutdown()
-    port = free_port_pair()
-    cmd = [sys.executable, "-m", "mtpserve.cli", "launch", "--nnodes=2", "--dp_size=2", f"--ep_size={ep_size}",
-           "--model", str(tiny_model_dir), f"--port={port}", "--dtype=float32", "--block_size=8",
-           "--max_cache_blocks=96", "--num_speculative_tokens=2", "--served_model_name=tiny", "--log_level=info"]
-    log_file = tmp_path / "launch.log"
-    with open(log_file, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    url = f"http://127.0.0.1:{port}"
+    proc, url, log_file = launch(tiny_model_dir, tmp_path, f"--ep_size={ep_size}", "--num_speculative_tokens=2")
     try:
-        wait_healthy(url, [proc.pid], tmp_path)
         client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0)
         results: list = [None] * len(SERVER_PROMPTS)
 
@@ -200,30 +211,21 @@ def test_server_balances_over_two_groups(tiny_model_dir, tmp_path, ep_size):
 def test_server_fails_every_stream_when_a_group_leader_dies(tiny_model_dir, tmp_path):
     """EP 2 x DP 2: SIGKILL of group 1's leader (rank 1) while both groups stream ends both streams with an
     error naming the rank (group 0's at once: its next lockstep agreement fails), and rank 0 exits non-zero."""
-    port = free_port_pair()
-    cmd = [sys.executable, "-m", "mtpserve.cli", "launch", "--nnodes=2", "--dp_size=2", "--ep_size=2", "--model",
-           str(tiny_model_dir), f"--port={port}", "--dtype=float32", "--block_size=8", "--max_cache_blocks=96",
-           "--log_level=info"]
-    log_file = tmp_path / "launch.log"
-    with open(log_file, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    url = f"http://127.0.0.1:{port}"
+    proc, url, log_file = launch(tiny_model_dir, tmp_path, "--ep_size=2")
     try:
-        wait_healthy(url, [proc.pid], tmp_path)
         pids = [int(line.split("pid ")[1]) for line in log_file.read_text().splitlines()
                 if "mtpserve.launch: rank" in line]
-        events: list[list[dict]] = [[], []]
+        client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=60)
+        errors: list = [None, None]
         first = [threading.Event(), threading.Event()]
 
         def stream(i):
-            body = {"prompt": SERVER_PROMPTS[i], "max_tokens": 220, "temperature": 0, "ignore_eos": True,
-                    "stream": True}
-            with httpx.stream("POST", url + "/v1/completions", json=body, timeout=60) as r:
-                for line in r.iter_lines():
-                    if line.startswith("data: ") and line != "data: [DONE]":
-                        events[i].append(json.loads(line[6:]))
-                        first[i].set()
+            try:
+                for _ in client.completions.create(model="tiny", prompt=SERVER_PROMPTS[i], max_tokens=220,
+                                                   temperature=0, stream=True, extra_body={"ignore_eos": True}):
+                    first[i].set()
+            except openai.APIError as e:  # the stream's error event
+                errors[i] = e.message
             first[i].set()
 
         threads = [threading.Thread(target=stream, args=(i,)) for i in range(2)]
@@ -234,8 +236,8 @@ def test_server_fails_every_stream_when_a_group_leader_dies(tiny_model_dir, tmp_
         os.kill(pids[1], signal.SIGKILL)
         for t in threads:
             t.join(60)
-        for ev in events:
-            assert "error" in ev[-1] and "rank 1" in ev[-1]["error"]["message"], ev[-1]
+        for error in errors:
+            assert error and "rank 1" in error, errors
         assert proc.wait(60) != 0
     finally:
         if proc.poll() is None:
