@@ -20,6 +20,7 @@ import pytest
 from mtpserve import LLM
 from mtpserve.cli import main
 from mtpserve.distributed import check_parallel_sizes
+from mtpserve.grpc_client import GrpcClient
 from mtpserve.launch import free_port_pair
 from mtpserve.sampling_params import SamplingParams
 from rank_group import one_rank, run_group
@@ -149,14 +150,17 @@ SERVER_PROMPTS = ["the quick brown fox", "hello there, how are you", "one two th
 @pytest.mark.parametrize("ep_size", [1, 2])
 def test_server_balances_over_two_groups(tiny_model_dir, tmp_path, ep_size):
     """`mtpserve launch --nnodes 2 --dp_size 2` with the openai client: concurrent requests answer as one rank,
-    both groups get some, a stream works, an abandoned stream is aborted in its group, MTP counters add up."""
+    both groups get some, gRPC and streams work, an abandoned stream is aborted in its group, a grammar request
+    runs on group 1, the MTP counters count."""
     llm = LLM(str(tiny_model_dir), dtype="float32", block_size=8, max_cache_blocks=96)
     try:
         expected = [o.outputs[0].text for o in llm.generate(
             SERVER_PROMPTS, SamplingParams(max_tokens=16, temperature=0, ignore_eos=True))]
     finally:
         llm.shutdown()
-    proc, url, log_file = launch(tiny_model_dir, tmp_path, f"--ep_size={ep_size}", "--num_speculative_tokens=2")
+    grpc_port = free_port_pair()
+    proc, url, log_file = launch(tiny_model_dir, tmp_path, f"--ep_size={ep_size}", "--num_speculative_tokens=2",
+                                 f"--grpc_port={grpc_port}")
     try:
         client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0)
         results: list = [None] * len(SERVER_PROMPTS)
@@ -173,6 +177,9 @@ def test_server_balances_over_two_groups(tiny_model_dir, tmp_path, ep_size):
             t.join(120)
         assert results == expected, log_file.read_text()[-3000:]
 
+        with GrpcClient(f"127.0.0.1:{grpc_port}", timeout=60) as grpc_client:  # the gRPC API balances alike
+            assert grpc_client.generate(SERVER_PROMPTS[3], max_tokens=16, temperature=0, ignore_eos=True).text == \
+                expected[3]
         streamed = "".join(c.choices[0].text for c in client.completions.create(
             model="tiny", prompt=SERVER_PROMPTS[1], max_tokens=16, temperature=0, stream=True,
             extra_body={"ignore_eos": True}))
@@ -191,12 +198,12 @@ def test_server_balances_over_two_groups(tiny_model_dir, tmp_path, ep_size):
         # ... then the client goes away: the long request is aborted in its group.
         groups = group_requests(url)
         assert groups["0"] == before["0"] + 1 and groups["1"] == before["1"] + 1, (before, groups)
-        assert set(groups) == {"0", "1"} and min(groups.values()) > 0 and sum(groups.values()) == 7, groups
+        assert set(groups) == {"0", "1"} and min(groups.values()) > 0 and sum(groups.values()) == 8, groups
         assert metric(url, "mtpserve:spec_decode_num_draft_tokens") > 0
         # The abandoned request is aborted in its group (nothing left running) and the server serves on.
         assert wait_for_metric(url, "mtpserve:num_requests_running", 0.0)
         generated = metric(url, "mtpserve:generation_tokens_total")
-        assert generated < 5 * 16 + 24 + 200, generated  # far from the abandoned request's 200 tokens
+        assert generated < 6 * 16 + 24 + 200, generated  # far from the abandoned request's 200 tokens
         assert client.completions.create(model="tiny", prompt="a", max_tokens=4, temperature=0).choices[0].text
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, log_file.read_text()[-3000:]
