@@ -217,7 +217,7 @@ def test_server_balances_over_two_groups(tiny_model_dir, tmp_path, ep_size):
 
 def test_server_fails_every_stream_when_a_group_leader_dies(tiny_model_dir, tmp_path):
     """EP 2 x DP 2: SIGKILL of group 1's leader (rank 1) while both groups stream ends both streams with an
-    error naming the rank (group 0's at once: its next lockstep agreement fails), and rank 0 exits non-zero."""
+    error (group 0's at once: its next lockstep agreement fails), and rank 0 exits non-zero."""
     proc, url, log_file = launch(tiny_model_dir, tmp_path, "--ep_size=2")
     try:
         pids = [int(line.split("pid ")[1]) for line in log_file.read_text().splitlines()
@@ -243,8 +243,10 @@ def test_server_fails_every_stream_when_a_group_leader_dies(tiny_model_dir, tmp_
         os.kill(pids[1], signal.SIGKILL)
         for t in threads:
             t.join(60)
-        for error in errors:
-            assert error and "rank 1" in error, errors
+        # Group 0's collective fails the moment rank 1's sockets close, which can be before its process is
+        # seen gone: that stream's error may then name no rank, only the failed collective.
+        assert all(error and ("rank 1" in error or "a rank died" in error) for error in errors), errors
+        assert any("rank 1" in error for error in errors), errors
         assert proc.wait(60) != 0
     finally:
         if proc.poll() is None:
