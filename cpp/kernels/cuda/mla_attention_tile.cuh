@@ -136,6 +136,44 @@ __device__ __forceinline__ bool tile_work(const MlaAttentionLaunch& p, TileWork&
   return true;
 }
 
+// The end of a block's pass for one warp: quad-sums the row sums l, then writes the warp's two rows
+// (gid and gid + 8 after `first_row`) of O / l, accumulator tile i holding columns col0 + 8i and + 1 —
+// to the output, or to the split's fp32 partial with the row's log2-sum-exp when the KV is split
+// (that by the one thread with `writes_lse` per row).
+template <typename T, int KV, int TILES>
+__device__ __forceinline__ void store_rows(const MlaAttentionLaunch& p, const TileWork& w, int first_row, int col0,
+                                           const float (&o)[TILES][4], const float (&m)[2], float (&l)[2],
+                                           bool writes_lse) {
+  const int64_t rows_total = p.tokens * p.heads;
+  const int gid = (threadIdx.x & 31) >> 2;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = first_row + gid + 8 * r;
+    if (row >= w.count) continue;
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    const int64_t out_row = w.out_row + row;
+    if (p.splits == 1) {
+      T* out = static_cast<T*>(p.out) + out_row * KV + col0;
+#pragma unroll
+      for (int i = 0; i < TILES; ++i) {
+        *reinterpret_cast<uint32_t*>(out + 8 * i) = pack2<T>(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
+      }
+    } else {
+      float* part = p.partial + (blockIdx.z * rows_total + out_row) * KV + col0;
+#pragma unroll
+      for (int i = 0; i < TILES; ++i) {
+        *reinterpret_cast<float2*>(part + 8 * i) = make_float2(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
+      }
+      if (writes_lse) p.lse[blockIdx.z * rows_total + out_row] = l[r] > 0.0f ? m[r] + log2f(l[r]) : -INFINITY;
+    }
+  }
+}
+
 // Raises Kernel's dynamic shared memory limit to at least `bytes` on the current device, calling the
 // runtime only when the limit must grow: launches captured into a CUDA graph after a first eager call
 // make no attribute calls.

@@ -254,36 +254,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_wgmma_kernel(MlaAtt
     fence_operands(o);
   }
   cp_async_wait<0>();
-
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = 16 * warp + gid + 8 * r;
-    if (row >= w.count) continue;
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    const int64_t out_row = w.out_row + row;
-    const int col0 = group * kColsPerGroup + 2 * tq;  // tile i covers columns col0 + 8i, + 1
-    if (p.splits == 1) {
-      T* out = static_cast<T*>(p.out) + out_row * kKv + col0;
-#pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        *reinterpret_cast<uint32_t*>(out + 8 * i) = pack2<T>(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
-      }
-    } else {
-      float* part = p.partial + (blockIdx.z * rows_total + out_row) * kKv + col0;
-#pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        *reinterpret_cast<float2*>(part + 8 * i) = make_float2(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
-      }
-      if (group == 0 && tq == 0) {
-        p.lse[blockIdx.z * rows_total + out_row] = l[r] > 0.0f ? m[r] + log2f(l[r]) : -INFINITY;
-      }
-    }
-  }
+  store_rows<T, kKv, 32>(p, w, 16 * warp, group * kColsPerGroup + 2 * tq, o, m, l, group == 0 && tq == 0);
 }
 
 #else
