@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(256, 1) mla_attention_mma_kernel(MlaAttentionL
   TileWork w;
   if (!tile_work(p, w)) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = warp & 3, half = warp >> 2, gid = lane >> 2, tq = lane & 3;
+  const int g = warp & 3, half = warp >> 2, tq = lane & 3;
   const int64_t rows_total = p.tokens * p.heads;
 
   if (w.begin >= w.end && p.splits > 1) {  // nothing visible in this split: it contributes nothing
@@ -140,14 +140,8 @@ __global__ void __launch_bounds__(256, 1) mla_attention_mma_kernel(MlaAttentionL
     cp_async_commit();
   }
 
-  // The thread's two rows (gid and gid + 8 of the warp's 16) and the last position each sees.
   int limit[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int entry = w.first_entry + 16 * g + gid + 8 * r;
-    const int last_entry = w.first_entry + w.count - 1;  // padding rows reuse it: finite, never stored
-    limit[r] = w.context - w.q_len + min(entry, last_entry) / static_cast<int>(p.heads);
-  }
+  row_limits(p, w, 16 * g, limit);
   const float scale_log2 = p.scale * kLog2e;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   float o[S::kOTiles][4];

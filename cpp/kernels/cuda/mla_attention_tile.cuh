@@ -136,6 +136,19 @@ __device__ __forceinline__ bool tile_work(const MlaAttentionLaunch& p, TileWork&
   return true;
 }
 
+// The last KV position each of a thread's two rows (gid and gid + 8 after `first_row`) sees; padding
+// rows past the tile's entries take the last entry's: finite, never stored.
+__device__ __forceinline__ void row_limits(const MlaAttentionLaunch& p, const TileWork& w, int first_row,
+                                          int (&limit)[2]) {
+  const int gid = (threadIdx.x & 31) >> 2;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int entry = w.first_entry + first_row + gid + 8 * r;
+    const int last_entry = w.first_entry + w.count - 1;
+    limit[r] = w.context - w.q_len + min(entry, last_entry) / static_cast<int>(p.heads);
+  }
+}
+
 // The end of a block's pass for one warp: quad-sums the row sums l, then writes the warp's two rows
 // (gid and gid + 8 after `first_row`) of O / l, accumulator tile i holding columns col0 + 8i and + 1 —
 // to the output, or to the split's fp32 partial with the row's log2-sum-exp when the KV is split

@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_wgmma_kernel(MlaAtt
   }
   const int group = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int lane_in_group = threadIdx.x & 127;
-  const int gid = lane >> 2, tq = lane & 3;
+  const int tq = lane & 3;
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* sq = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
@@ -176,12 +176,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_wgmma_kernel(MlaAtt
   int64_t next_row = tile_row(kStages - 1);  // the next tile to copy
 
   int limit[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int entry = w.first_entry + 16 * warp + gid + 8 * r;
-    const int last_entry = w.first_entry + w.count - 1;  // padding rows reuse it: finite, never stored
-    limit[r] = w.context - w.q_len + min(entry, last_entry) / static_cast<int>(p.heads);
-  }
+  row_limits(p, w, 16 * warp, limit);
   const float scale_log2 = p.scale * kLog2e;
   const uint64_t v_desc = smem_desc(kv_addr + group * 4 * kKvSlabBytes, 1024, 1024);  // this warpgroup's V columns
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
