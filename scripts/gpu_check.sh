@@ -78,7 +78,7 @@ for stage in $stages; do
     versus)
       timeout 400 python3 scripts/bench_vs_transformers.py --out "$out" 2>&1 | grep -v '^{' | tail -40 || status=1 ;;
     profile)
-      timeout 240 ncu --clock-control none --kernel-name regex:mla_attention_mma --launch-skip 3 --launch-count 1 \
+      timeout 240 ncu --clock-control none --kernel-name regex:mla_attention_.*mma --launch-skip 3 --launch-count 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
         python3 scripts/bench_mla_attention.py --batches 64 --ks 3 --reps 3 --out /tmp/prof > "$out/ncu_attention.txt" 2>&1 \
         || status=1

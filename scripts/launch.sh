@@ -15,6 +15,7 @@
 #   PORT [8000]   MASTER_NODE_ADDR [127.0.0.1:29500]   NUM_SPECULATIVE_TOKENS [1]
 #   MAX_MEMORY_UTILIZATION [0.90]  MAX_TOKENS_PER_BATCH [10000]  MAX_SEQS_PER_BATCH [256]
 #   BLOCK_SIZE [128]  ENABLE_PREFIX_CACHE [false]  ENABLE_CHUNKED_PREFILL [false]
+#   EP_SIZE [1] (or NNODES: experts spread over the ranks)  DP_SIZE [1] (attention groups; divides NNODES)
 #   LOG_DIR [./mtpserve-logs]: rank i logs to $LOG_DIR/rank_$i.log, its pid is in $LOG_DIR/rank_$i.pid
 #
 # Stop the group with `kill -TERM $(cat $LOG_DIR/rank_0.pid)`: rank 0 shuts the workers down.
@@ -51,6 +52,8 @@ MAX_SEQS_PER_BATCH=${MAX_SEQS_PER_BATCH:-256}
 BLOCK_SIZE=${BLOCK_SIZE:-128}
 ENABLE_PREFIX_CACHE=${ENABLE_PREFIX_CACHE:-false}
 ENABLE_CHUNKED_PREFILL=${ENABLE_CHUNKED_PREFILL:-false}
+EP_SIZE=${EP_SIZE:-1}
+DP_SIZE=${DP_SIZE:-1}
 LOG_DIR=${LOG_DIR:-./mtpserve-logs}
 mkdir -p "$LOG_DIR"
 PIDS=()
@@ -63,7 +66,7 @@ for (( i=0; i<NNODES; i++ )); do
     --draft_model "$DRAFT_MODEL_PATH" --draft_devices="$DEVICE" --num_speculative_tokens "$NUM_SPECULATIVE_TOKENS" \
     --max_memory_utilization="$MAX_MEMORY_UTILIZATION" --max_tokens_per_batch="$MAX_TOKENS_PER_BATCH" \
     --max_seqs_per_batch="$MAX_SEQS_PER_BATCH" \
-    --enable_mla=true --block_size="$BLOCK_SIZE" --ep_size=1 --dp_size=1 \
+    --enable_mla=true --block_size="$BLOCK_SIZE" --ep_size="$EP_SIZE" --dp_size="$DP_SIZE" \
     --enable_prefix_cache="$ENABLE_PREFIX_CACHE" --enable_chunked_prefill="$ENABLE_CHUNKED_PREFILL" \
     --node_rank="$i" "$@" > "$LOG_FILE" 2>&1 &
   echo $! > "$LOG_DIR/rank_$i.pid"

@@ -124,3 +124,34 @@ def test_bad_inputs_are_rejected():
     with pytest.raises((ValueError, RuntimeError), match="positions"):
         _C.rotary(x[:, :64], torch.zeros(3, dtype=torch.long, device="cuda"), torch.ones(8, 32, device="cuda"),
                   torch.ones(8, 32, device="cuda"))
+
+
+def composed_latent_write(cache, kv, weight, positions, cos, sin, slots):
+    """What write_latent_kv replaces: the separate norm, rotary and cache-write launches."""
+    lora = weight.shape[0]
+    latent = torch.cat([_C.rms_norm(kv[:, :lora], weight, EPS), _C.rotary(kv[:, lora:], positions, cos, sin)], -1)
+    _C.write_latent_cache(cache, latent, slots)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lora, rope", [(512, 64), (64, 16), (7, 4)], ids=["v3", "tiny", "unvectorised"])
+def test_write_latent_kv_is_the_composed_ops(dtype, lora, rope):
+    # kv is a slice of the fused down projection (strided rows); padding slots (-1) are skipped.
+    tokens, blocks, block_size = 37, 6, 16
+    down = randn(tokens, 128 + lora + rope, dtype=dtype, seed=lora)
+    kv = down[:, 128:]
+    weight = (1 + 0.1 * randn(lora, seed=2)).to(dtype)
+    cos, sin = rope_tables(512, rope // 2)
+    gen = torch.Generator().manual_seed(lora + rope)
+    positions = torch.randint(0, 512, (tokens,), generator=gen)
+    slots = torch.randperm(blocks * block_size, generator=gen)[:tokens]
+    slots[::5] = -1
+    args = [t.cuda() for t in (kv, weight, positions, cos, sin, slots)]
+    fused = torch.zeros(blocks, block_size, lora + rope, dtype=dtype, device="cuda")
+    _C.write_latent_kv(fused, args[0], args[1], EPS, *args[2:])
+    composed = torch.zeros_like(fused)
+    composed_latent_write(composed, *args)
+    assert torch.equal(fused, composed)  # the same threads, reduction tree and roundings as the separate ops
+    reference = torch.zeros(blocks, block_size, lora + rope, dtype=dtype)
+    _C.write_latent_kv(reference, kv, weight, EPS, positions, cos, sin, slots)  # CPU: the composed ops
+    close(fused.cpu(), reference)

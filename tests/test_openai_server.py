@@ -528,7 +528,7 @@ def test_python_client_async(served):
     (["--nnodes", "1", "--node_rank=1"], "--node_rank=1"),
     (["--nnodes=0"], "--nnodes must be >= 1"),
     (["--ep_size", "2"], "--ep_size must be 1 or --nnodes (1)"),
-    (["--dp_size=4"], "--dp_size=1"),
+    (["--dp_size=4"], "--dp_size=4 does not divide --nnodes 1"),
     (["--enable_mla=false"], "MLA"),
     (["--model", "/no/such/dir"], "no config.json"),
 ])

@@ -132,6 +132,13 @@ void bind_engine(py::module_& m) {
   py::enum_<SpeculationPolicyKind>(m, "SpeculationPolicyKind")
       .value("adaptive", SpeculationPolicyKind::kAdaptive)
       .value("fixed", SpeculationPolicyKind::kFixed);
+  py::class_<StepLockstep, std::shared_ptr<StepLockstep>>(
+      m, "StepLockstep",
+      "Data-parallel attention with expert parallelism: the attention groups' engines agree on every step.")
+      .def_static("from_group_name", &StepLockstep::from_group_name, py::arg("leaders_group"), py::arg("timeout_s"),
+                  "The gloo group of the groups' leaders, registered under this name (ProcessGroup.group_name).")
+      .def_property_readonly("group", &StepLockstep::group)
+      .def_property_readonly("groups", &StepLockstep::groups);
   py::class_<EngineConfig>(m, "EngineConfig")
       .def(py::init<>())
       .def_readwrite("block_size", &EngineConfig::block_size)
@@ -146,7 +153,8 @@ void bind_engine(py::module_& m) {
       .def_readwrite("graph_max_batch", &EngineConfig::graph_max_batch)
       .def_readwrite("speculative_policy", &EngineConfig::speculative_policy)
       .def_readwrite("deferred_fill_positions", &EngineConfig::deferred_fill_positions)
-      .def_readwrite("token_masker", &EngineConfig::token_masker);
+      .def_readwrite("token_masker", &EngineConfig::token_masker)
+      .def_readwrite("lockstep", &EngineConfig::lockstep);
   py::class_<Engine, EngineHolder>(m, "Engine")
       .def(py::init([](EngineConfig config, const DeepSeekV3& target, std::vector<at::Tensor> caches,
                        const MtpLayer* mtp, std::optional<at::Tensor> mtp_cache) {

@@ -5,6 +5,7 @@
 #include <torch/extension.h>
 
 #include "kernels/kernel_ops.h"
+#include "kernels/latent_kv.h"
 
 namespace py = pybind11;
 
@@ -25,10 +26,12 @@ void bind_layer_kernels(py::module_& m, bool bi) {
       [bi](const at::Tensor& q, const at::Tensor& cache, const at::Tensor& block_tables, const at::Tensor& query_start,
          const at::Tensor& context_lens, int64_t max_query_len, int64_t max_context_len, int64_t kv_lora_rank,
          double scale) {
-        kernels::AttentionMetadata meta{at::Tensor(),  block_tables,          query_start,
-                                        context_lens,  context_lens.size(0), max_query_len,
-                                        max_context_len, query_start.to(at::kCPU, at::kInt),
-                                        context_lens.to(at::kCPU, at::kInt)};
+        // The CUDA kernels plan from the device copies alone (and a CUDA graph capturing this call forbids
+        // the device-to-host copy); the other devices' kernels read host copies.
+        const auto host = [&](const at::Tensor& t) { return q.is_cuda() ? at::Tensor() : t.to(at::kCPU, at::kInt); };
+        kernels::AttentionMetadata meta{at::Tensor(),    block_tables,          query_start,
+                                        context_lens,    context_lens.size(0), max_query_len,
+                                        max_context_len, host(query_start),     host(context_lens)};
         return ops(q, bi).mla_attention(q, cache, meta, kv_lora_rank, scale);
       },
       py::arg("q"), py::arg("cache"), py::arg("block_tables"), py::arg("query_start"), py::arg("context_lens"),
@@ -48,6 +51,17 @@ void bind_layer_kernels(py::module_& m, bool bi) {
         py::arg("x"), py::arg("positions"), py::arg("cos"), py::arg("sin"));
   m.def("silu_and_mul", [bi](const at::Tensor& gate_up) { return ops(gate_up, bi).silu_and_mul(gate_up); },
         py::arg("gate_up"));
+  m.def(
+      "write_latent_kv",
+      [bi](const at::Tensor& cache, const at::Tensor& kv, const at::Tensor& norm_weight, double eps,
+           const at::Tensor& positions, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& slot_mapping) {
+        kernels::write_latent_kv(ops(cache, bi), cache, kv, norm_weight.size(0), norm_weight, eps, positions, cos, sin,
+                                 slot_mapping);
+      },
+      py::arg("cache"), py::arg("kv"), py::arg("norm_weight"), py::arg("eps"), py::arg("positions"), py::arg("cos"),
+      py::arg("sin"), py::arg("slot_mapping"),
+      "rms_norm of kv's latent part and rotary of its rope part, stored at the cache slots (fused where the device "
+      "has it).");
 }
 
 void bind_moe_kernels(py::module_& m, bool bi) {

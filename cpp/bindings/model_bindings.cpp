@@ -68,13 +68,16 @@ void bind_model(py::module_& m) {
                              "This rank's place in a tensor-parallel c10d process group (default: one rank).")
       .def(py::init<>())
       .def_static("from_group_names", &TensorParallel::from_group_names, py::arg("data_group"),
-                  py::arg("control_group"), py::arg("timeout_s"), py::arg("expert_parallel") = false,
+                  py::arg("control_group"), py::arg("timeout_s"), py::arg("expert_group") = "",
                   "The torch.distributed groups registered under these names (ProcessGroup.group_name): the model's "
-                  "collectives on `data_group`, step plans on `control_group` (gloo); a peer may hang at most "
-                  "timeout_s. `expert_parallel`: each rank holds its share of the routed experts whole.")
+                  "collectives on `data_group` (this rank's attention group), step plans on `control_group` (gloo); "
+                  "a peer may hang at most timeout_s. `expert_group` (empty: none): each of its ranks holds its share "
+                  "of the routed experts whole and the all-to-alls run over it.")
       .def_property_readonly("rank", &TensorParallel::rank)
       .def_property_readonly("size", &TensorParallel::size)
       .def_property_readonly("expert_parallel", &TensorParallel::expert_parallel)
+      .def_property_readonly("ep_rank", &TensorParallel::ep_rank)
+      .def_property_readonly("ep_size", &TensorParallel::ep_size)
       .def(
           "all_reduce",
           [](const TensorParallel& tp, at::Tensor t) {

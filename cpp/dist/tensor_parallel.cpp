@@ -9,7 +9,7 @@
 namespace mtpserve {
 
 TensorParallel TensorParallel::from_group_names(const std::string& data_group, const std::string& control_group,
-                                                double timeout_s, bool expert_parallel) {
+                                                double timeout_s, const std::string& expert_group) {
   auto data = process_group_named(data_group);
   auto control = process_group_named(control_group);
   if (data->getRank() != control->getRank() || data->getSize() != control->getSize()) {
@@ -19,14 +19,21 @@ TensorParallel TensorParallel::from_group_names(const std::string& data_group, c
   TensorParallel tp;
   tp.rank_ = data->getRank();
   tp.size_ = data->getSize();
-  tp.expert_parallel_ = expert_parallel && tp.size_ > 1;
+  if (!expert_group.empty()) {
+    auto experts = process_group_named(expert_group);
+    tp.ep_rank_ = experts->getRank();
+    tp.ep_size_ = experts->getSize();
+    tp.expert_comm_ = std::make_shared<ProcessGroupCommunicator>(std::move(experts), timeout_s);
+  }
   tp.comm_ = std::make_shared<ProcessGroupCommunicator>(std::move(data), timeout_s);
   tp.control_ = std::make_shared<ProcessGroupControlChannel>(std::move(control), timeout_s);
   return tp;
 }
 
 void TensorParallel::all_reduce(at::Tensor& t) const {
-  if (enabled()) comm_->all_reduce(t);
+  // An empty step (an idle attention group keeping the expert group's lockstep) has the same zero rows on
+  // every rank of the group: nothing to sum.
+  if (enabled() && t.numel() > 0) comm_->all_reduce(t);
 }
 
 at::Tensor TensorParallel::all_gather_last_dim(const at::Tensor& t) const {
@@ -41,8 +48,8 @@ at::Tensor TensorParallel::all_gather_last_dim(const at::Tensor& t) const {
 
 void TensorParallel::all_to_all(at::Tensor& out, const at::Tensor& in, const std::vector<int64_t>& out_rows,
                                 const std::vector<int64_t>& in_rows) const {
-  if (enabled()) {
-    comm_->all_to_all(out, in, out_rows, in_rows);
+  if (expert_parallel()) {
+    expert_comm_->all_to_all(out, in, out_rows, in_rows);
   } else {
     out.copy_(in);
   }

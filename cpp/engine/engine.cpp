@@ -45,6 +45,9 @@ bool decode_only(const SchedulerOutput& plan) {
   return std::none_of(plan.scheduled.begin(), plan.scheduled.end(), [](const auto& s) { return s.is_prefill; });
 }
 
+// How long an idle engine under lockstep waits for work before it asks the other groups whether they step.
+constexpr auto kLockstepPoll = std::chrono::milliseconds(20);
+
 bool contains(const std::vector<int64_t>& ids, int64_t token) {
   return std::find(ids.begin(), ids.end(), token) != ids.end();
 }
@@ -58,7 +61,8 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
       tp_(target.tp()),
       blocks_(config_.num_blocks, config_.block_size, config_.enable_prefix_cache),
       scheduler_(config_.scheduler, blocks_),
-      runner_(target, std::move(caches), config_.num_speculative_tokens > 0 ? mtp : nullptr, std::move(mtp_cache)),
+      runner_(target, std::move(caches), config_.num_speculative_tokens > 0 ? mtp : nullptr, std::move(mtp_cache),
+              config_.lockstep.get()),
       sampler_(runner_.device(), config_.token_masker),
       target_timer_(kernels::ops_for(runner_.device()).make_device_timer()),
       draft_timer_(kernels::ops_for(runner_.device()).make_device_timer()),
@@ -196,15 +200,24 @@ void Engine::loop() {
   const c10::DeviceGuard device(runner_.device());
   while (true) {
     std::optional<std::string> failure;
+    bool stopping = false;
     {
       std::unique_lock lock(inbox_mutex_);
-      inbox_cv_.wait(lock, [&] {
+      const auto ready = [&] {
         return stopping_ || (failure_ && !failed_handled_) || (!failure_ && !pending_.empty()) || !aborts_.empty() ||
                (!failure_ && scheduler_.has_unfinished());
-      });
-      if (stopping_) break;
+      };
+      if (config_.lockstep) {
+        // While any group steps, straight on to the next agreement; idle, wait a little for work first.
+        if (!lockstep_busy_) inbox_cv_.wait_for(lock, kLockstepPoll, ready);
+      } else {
+        inbox_cv_.wait(lock, ready);
+      }
+      stopping = stopping_;
       failure = failure_;
     }
+    // Under lockstep a stopping engine tells the other groups first; a failed one never exchanges again.
+    if (stopping && (!config_.lockstep || failure)) break;
     drain_inbox();
     if (failure) {
       fail_all(*failure);  // and never step (nor issue a collective) again
@@ -212,8 +225,18 @@ void Engine::loop() {
       refresh_stats();
       continue;
     }
-    step();
+    if (config_.lockstep) {
+      const Agreement agreed = agree_step(stopping);
+      lockstep_busy_ = agreed.step;
+      if (agreed.stop) {
+        if (!stopping) stop_with_others();
+        break;
+      }
+      if (!agreed.step) continue;
+    }
+    const bool counted = step();
     refresh_stats();
+    if (!counted) continue;
     std::lock_guard lock(stats_mutex_);
     stats_.steps += 1;
   }
@@ -224,6 +247,24 @@ void Engine::loop() {
       // a worker is gone already: nothing left to stop
     }
   }
+}
+
+Engine::Agreement Engine::agree_step(bool stopping) {
+  try {
+    const auto agreed = config_.lockstep->agree({scheduler_.has_unfinished() ? 1 : 0, stopping ? 1 : 0});
+    return {agreed[0] != 0, agreed[1] != 0};
+  } catch (const std::exception& e) {
+    fail(std::string("the attention groups' lockstep failed: ") + e.what());
+    return {};
+  }
+}
+
+void Engine::stop_with_others() {
+  {
+    std::lock_guard lock(inbox_mutex_);
+    stopping_ = true;
+  }
+  fail_all("the server is shutting down (another attention group's engine stopped)");
 }
 
 void Engine::drain_inbox() {
@@ -271,13 +312,13 @@ void Engine::drain_inbox() {
   publish(std::move(outputs));
 }
 
-void Engine::step() {
+bool Engine::step() {
   SchedulerOutput plan;
   try {
     plan = scheduler_.schedule();
   } catch (const SequenceTooLarge& e) {
     fail_sequence(e.seq_id, e.what());
-    return;
+    plan = {};
   }
   if (!plan.preempted.empty()) {
     // A preempted sequence recomputes its prompt and outputs, filling the MTP cache anew.
@@ -287,7 +328,11 @@ void Engine::step() {
     std::lock_guard lock(stats_mutex_);
     stats_.preemptions += plan.preempted.size();
   }
-  if (plan.empty()) return;
+  if (plan.empty()) {
+    if (!config_.lockstep) return true;
+    run_empty_step();
+    return false;
+  }
   try {
     timer_->start();
     StepInput input = build_step_input(plan.scheduled, config_.block_size, decode_shape(plan));
@@ -326,6 +371,16 @@ void Engine::step() {
         std::string(tp_.enabled() ? "tensor-parallel step failed: " : "engine step failed: ") + e.what();
     fail(reason);
     fail_step(plan, reason);
+  }
+  return true;
+}
+
+void Engine::run_empty_step() {
+  try {
+    runner_.run_empty_target();
+    if (drafter_) runner_.run_drafts({});
+  } catch (const std::exception& e) {
+    fail(std::string("empty lockstep step failed: ") + e.what());
   }
 }
 

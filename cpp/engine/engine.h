@@ -5,6 +5,9 @@
 // announces every forward to the workers (dist/step_broadcast.h) and sends them shutdown when
 // it stops. A failed step there, or fail(), leaves the engine failed: every open request ends
 // with the error, new ones are refused, and no collective is issued again.
+// Under data-parallel attention with expert parallelism (EngineConfig::lockstep) this is one attention
+// group's engine: it steps only when every group's engine agrees to (an idle one runs an empty step), and
+// polls the others while idle (dist/step_lockstep.h).
 #include <ATen/core/Tensor.h>
 
 #include <atomic>
@@ -52,6 +55,8 @@ struct EngineConfig {
   // Fills the masks of requests with a grammar (SamplingParams::constraint) and revises their drafts;
   // without one such requests are refused.
   std::shared_ptr<TokenMasker> token_masker;
+  // Set on each attention group's engine when the groups share expert-parallel MoE layers.
+  std::shared_ptr<StepLockstep> lockstep;
 };
 
 struct EngineStats {
@@ -121,7 +126,16 @@ class Engine {
 
   void loop();
   void drain_inbox();
-  void step();
+  // Lockstep only: whether every group's engine agrees to run a step now (`stop` once any stops).
+  struct Agreement {
+    bool step = false, stop = false;
+  };
+  Agreement agree_step(bool stopping);
+  // Stopped by another group's engine: open requests end, new ones are refused.
+  void stop_with_others();
+  // False for an empty step under lockstep (not counted in the stats' steps).
+  bool step();
+  void run_empty_step();
   // Samples (or verifies the drafts of) every scheduled sequence with samples this step.
   std::vector<SampledSequence> sample(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits);
   std::vector<RequestOutput> apply_samples(const SchedulerOutput& plan, const StepInput& input,
@@ -188,6 +202,7 @@ class Engine {
   bool stopping_ = false;
   std::optional<std::string> failure_;  // set once; guarded by inbox_mutex_
   bool failed_handled_ = false;         // loop thread only
+  bool lockstep_busy_ = false;          // the last lockstep agreement stepped; loop thread only
 
   std::mutex outbox_mutex_;
   std::condition_variable outbox_cv_;

@@ -24,11 +24,12 @@ StepKind mtp_kind(size_t forward, bool fill_reads_stash = false) {
 }  // namespace
 
 ModelRunner::ModelRunner(const DeepSeekV3& target, std::vector<at::Tensor> caches, const MtpLayer* mtp,
-                         at::Tensor mtp_cache)
+                         at::Tensor mtp_cache, const StepLockstep* lockstep)
     : target_(target),
       caches_(std::move(caches)),
       mtp_(mtp),
       mtp_cache_(std::move(mtp_cache)),
+      lockstep_(lockstep),
       device_(target.embedding().device()),
       max_threads_(at::get_num_threads()) {
   if (mtp_ != nullptr && !mtp_cache_.defined()) throw std::invalid_argument("an MTP layer needs its latent cache");
@@ -49,7 +50,14 @@ at::Tensor ModelRunner::run_target(const StepInput& input) {
   return forward(StepKind::kTarget, device_steps(upload(inputs, device_), inputs)[0]);
 }
 
-at::Tensor ModelRunner::run_drafts(const std::vector<StepInput>& forwards, bool fill_reads_stash) {
+void ModelRunner::run_empty_target() { run_target(StepBuilder(0).build()); }
+
+at::Tensor ModelRunner::run_drafts(std::vector<StepInput> forwards, bool fill_reads_stash) {
+  if (lockstep_) {
+    const int64_t most = lockstep_->agree({static_cast<int64_t>(forwards.size())})[0];
+    while (static_cast<int64_t>(forwards.size()) < most) forwards.push_back(StepBuilder(0).build());
+  }
+  if (forwards.empty()) return at::empty({0}, at::kLong);
   if (forwards[0].shape) {
     const GraphKey key{forwards[0].shape->seqs, forwards[0].shape->query_len,
                        static_cast<int64_t>(forwards.size()) - 1};
@@ -119,7 +127,9 @@ at::Tensor ModelRunner::run_mtp(const DeviceStep& step, const at::Tensor& tokens
 
 bool ModelRunner::capture_graphs(const GraphPlan& plan) {
   const auto capture = kernels::ops_for(device_).capture_graph;
-  if (capture == nullptr || target_.tp().enabled() || plan.batch_sizes.empty()) return false;
+  if (capture == nullptr || target_.tp().enabled() || target_.tp().expert_parallel() || plan.batch_sizes.empty()) {
+    return false;
+  }
   graphs_.emplace(capture, device_);
   plan_ = plan;
   std::ranges::sort(plan_.batch_sizes, std::greater<>());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dist/step_broadcast.h"
+#include "dist/step_lockstep.h"
 #include "engine/step_graphs.h"
 #include "engine/step_input.h"
 #include "model/deepseek_v3.h"
@@ -31,9 +32,11 @@ struct GraphPlan {
 
 class ModelRunner {
  public:
-  // `mtp` and `mtp_cache` may be absent (no speculative decoding).
+  // `mtp` and `mtp_cache` may be absent (no speculative decoding). `lockstep`: on the leader of an attention
+  // group under data-parallel attention with expert parallelism, where run_drafts() agrees with the other
+  // groups on the number of MTP forwards.
   ModelRunner(const DeepSeekV3& target, std::vector<at::Tensor> caches, const MtpLayer* mtp = nullptr,
-              at::Tensor mtp_cache = {});
+              at::Tensor mtp_cache = {}, const StepLockstep* lockstep = nullptr);
 
   // Captures the plan's graphs; returns false (capturing nothing) where the device has no graphs
   // or the model is split across ranks.
@@ -51,8 +54,11 @@ class ModelRunner {
   // The MTP forwards of a step: forwards[0] is the fill (its source rows index the last target
   // forward's rows, and with `fill_reads_stash` negative ones the stash), then the recursive draft
   // forwards (source rows index the previous forward's sampled rows). Returns every forward's drafts
-  // (argmax of its sampled rows), concatenated.
-  at::Tensor run_drafts(const std::vector<StepInput>& forwards, bool fill_reads_stash = false);
+  // (argmax of its sampled rows), concatenated. Under lockstep it runs as many forwards as the group
+  // that runs most, the missing ones empty, and may be given none at all.
+  at::Tensor run_drafts(std::vector<StepInput> forwards, bool fill_reads_stash = false);
+  // A target forward of no tokens: an idle group's part in a lockstep step (then run_drafts({}) with MTP).
+  void run_empty_target();
 
   // The stash of target hidden states whose MTP fill was deferred (HiddenStash maps its rows).
   void allocate_stash(int64_t rows);
@@ -84,6 +90,7 @@ class ModelRunner {
   std::vector<at::Tensor> caches_;
   const MtpLayer* mtp_;
   at::Tensor mtp_cache_;
+  const StepLockstep* lockstep_;
   at::Device device_;
   int max_threads_;  // intra-op threads for large steps on the CPU
   at::Tensor target_hidden_;  // [tokens, hidden] of the last target forward

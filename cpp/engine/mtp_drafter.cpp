@@ -49,7 +49,10 @@ StepInput draft_input(const std::vector<DraftRequest>& requests, int64_t j, int6
 }  // namespace
 
 void MtpDrafter::propose(const std::vector<DraftRequest>& requests) const {
-  if (requests.empty()) return;
+  if (requests.empty()) {
+    runner_.run_drafts({});  // under lockstep the other groups' drafting still needs this rank
+    return;
+  }
   int64_t most = 0;
   for (const auto& r : requests) most = std::max(most, r.num_drafts);
   const int64_t recursions = std::max<int64_t>(0, most - 1);

@@ -29,6 +29,8 @@ struct KernelOps {
   MoeExpertsFn moe_experts;
   SamplingProbsFn sampling_probs;
   SampleAndVerifyFn sample_and_verify;
+  // Unset where the device has no fused op: write_latent_kv() (kernels/latent_kv.h) composes it.
+  WriteLatentKvFn write_latent_kv = nullptr;
   // Unset (nullptr) in a device's table: ops_for() gives the generic torch versions.
   LinearFn linear = nullptr;
   HeadMatmulFn head_matmul = nullptr;

@@ -19,14 +19,15 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, const Weights& w, int64_t layer
   }
 }
 
-at::Tensor DecoderLayer::operator()(const at::Tensor& x, const at::Tensor& positions, const RotaryEmbedding& rope,
-                                    const at::Tensor& cache, const kernels::AttentionMetadata& meta) const {
-  auto attended = attention_(input_norm_(x), positions, rope, cache, meta);
+Residual DecoderLayer::operator()(const Residual& in, const at::Tensor& positions, const RotaryEmbedding& rope,
+                                  const at::Tensor& cache, const kernels::AttentionMetadata& meta) const {
+  auto [x, normed_in] = input_norm_(in);
+  auto attended = attention_(normed_in, positions, rope, cache, meta);
   tp_.all_reduce(attended);
   auto [h, normed] = post_attention_norm_.add(x, attended);
   auto mixed = moe_ ? (*moe_)(normed) : (*mlp_)(normed);
   tp_.all_reduce(mixed);
-  return h + mixed;
+  return {h, mixed};
 }
 
 }  // namespace mtpserve

@@ -15,8 +15,9 @@ namespace mtpserve {
 class DecoderLayer {
  public:
   DecoderLayer(const ModelConfig& config, const Weights& weights, int64_t layer, const TensorParallel& tp = {});
-  at::Tensor operator()(const at::Tensor& x, const at::Tensor& positions, const RotaryEmbedding& rope,
-                        const at::Tensor& cache, const kernels::AttentionMetadata& meta) const;
+  // The stream after this block: its MLP / MoE output is left pending for the next norm to add.
+  Residual operator()(const Residual& in, const at::Tensor& positions, const RotaryEmbedding& rope,
+                      const at::Tensor& cache, const kernels::AttentionMetadata& meta) const;
 
  private:
   TensorParallel tp_;

@@ -37,9 +37,9 @@ at::Tensor DeepSeekV3::forward(const at::Tensor& token_ids, const at::Tensor& po
     throw std::invalid_argument("expected " + std::to_string(layers_.size()) + " layer caches, got " +
                                 std::to_string(caches.size()));
   }
-  auto h = at::embedding(embed_, token_ids);
-  for (size_t i = 0; i < layers_.size(); ++i) h = layers_[i](h, positions, rope_, caches[i], meta);
-  return norm_(h);
+  Residual stream{at::embedding(embed_, token_ids), {}};
+  for (size_t i = 0; i < layers_.size(); ++i) stream = layers_[i](stream, positions, rope_, caches[i], meta);
+  return norm_(stream).second;
 }
 
 at::Tensor DeepSeekV3::logits(const at::Tensor& hidden) const {

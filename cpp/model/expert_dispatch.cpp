@@ -33,7 +33,8 @@ at::Tensor ExpertDispatch::buffer(size_t slot, int64_t rows, int64_t width, cons
 at::Tensor ExpertDispatch::operator()(const at::Tensor& x, const kernels::Routing& routing, const at::Tensor& gate_up,
                                       const at::Tensor& down) const {
   const int64_t tokens = x.size(0), hidden = x.size(1), top_k = routing.experts.size(1);
-  const int64_t size = tp_.size(), rank = tp_.rank();
+  // Shares of the attention group's rows (its ranks all hold them); owners are ranks of the expert group.
+  const int64_t size = tp_.size(), rank = tp_.rank(), ranks = tp_.ep_size();
   const int64_t first = tokens * rank / size, mine = tokens * (rank + 1) / size - first;
   const auto ids = x.options().dtype(at::kLong);
 
@@ -41,10 +42,10 @@ at::Tensor ExpertDispatch::operator()(const at::Tensor& x, const kernels::Routin
   auto experts = routing.experts.narrow(0, first, mine).reshape({-1});
   auto owner = at::floor_divide(experts, local_);
   auto order = at::argsort(owner, /*stable=*/true);
-  auto counts = at::empty({2, size}, ids);
+  auto counts = at::empty({2, ranks}, ids);
   counts[0].zero_().scatter_add_(0, owner, at::ones_like(owner));  // a bincount that needs no host sync
   auto received_counts = counts[1];
-  tp_.all_to_all(received_counts, counts[0], std::vector<int64_t>(size, 1), std::vector<int64_t>(size, 1));
+  tp_.all_to_all(received_counts, counts[0], std::vector<int64_t>(ranks, 1), std::vector<int64_t>(ranks, 1));
   const auto host_counts = counts.cpu();  // the row counts the all-to-alls are sized by
   const auto sent = to_vector(host_counts[0]), received = to_vector(host_counts[1]);
   const int64_t num_sent = experts.numel(), num_received = std::accumulate(received.begin(), received.end(), 0L);

@@ -1,11 +1,12 @@
 #pragma once
 // Expert parallelism for one MoE layer: this rank holds `local` routed experts whole, those of global
-// index [rank * local, (rank + 1) * local). Every rank holds every token row of the step (attention is
-// tensor parallel), so each takes a contiguous share of the rows, sends each (token, expert) pair of its
-// share to the rank owning the expert (all-to-all dispatch), computes the pairs it receives with the
-// device's expert kernel, and gets their outputs back (all-to-all combine) to weight and sum them in the
-// order one rank would. The result holds the rows of this rank's share, zeros elsewhere: the layer's
-// all-reduce assembles the whole output.
+// index [ep_rank * local, (ep_rank + 1) * local). Every rank of an attention group holds every token row
+// of its group's step (attention is tensor parallel inside the group), so each takes a contiguous share of
+// the rows, sends each (token, expert) pair of its share to the expert group's rank owning the expert
+// (all-to-all dispatch; under data-parallel attention the other groups' rows arrive the same way), computes
+// the pairs it receives with the device's expert kernel, and gets their outputs back (all-to-all combine)
+// to weight and sum them in the order one rank would. The result holds the rows of this rank's share,
+// zeros elsewhere: the layer's all-reduce over the attention group assembles the whole output.
 #include <ATen/core/Tensor.h>
 
 #include <array>

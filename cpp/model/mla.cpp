@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/latent_kv.h"
+
 namespace mtpserve {
 
 MultiHeadLatentAttention::MultiHeadLatentAttention(const ModelConfig& c, const Weights& w, const std::string& p,
@@ -50,8 +52,8 @@ at::Tensor MultiHeadLatentAttention::operator()(const at::Tensor& x, const at::T
   auto down = ops_->linear(x, down_proj_);
   auto q = project_queries(x, down);
   auto kv = down.narrow(1, q_lora_rank_, kv_lora_rank_ + rope_dim_);
-  auto latent = at::cat({kv_a_layernorm_(kv.narrow(1, 0, kv_lora_rank_)), rope(kv.narrow(1, kv_lora_rank_, rope_dim_), positions)}, -1);
-  ops_->write_latent_cache(cache, latent, meta.slot_mapping);
+  kernels::write_latent_kv(*ops_, cache, kv, kv_lora_rank_, kv_a_layernorm_.weight(), kv_a_layernorm_.eps(), positions,
+                           rope.cos(), rope.sin(), meta.slot_mapping);
 
   auto q_latent = ops_->head_matmul(q.narrow(2, 0, nope_dim_), w_uk_);  // [t, h, lora]
   auto q_absorbed = at::cat({q_latent, rope(q.narrow(2, nope_dim_, rope_dim_), positions)}, -1);

@@ -23,7 +23,7 @@ MoE::MoE(const ModelConfig& c, const Weights& w, const std::string& p, const Ten
   const int64_t h = c.hidden_size, inter = c.moe_intermediate_size, n = c.n_routed_experts;
   gate_ = w.get(p + "gate.weight", {n, h}).to(at::kFloat);
   correction_bias_ = w.get(p + "gate.e_score_correction_bias", {n}).to(at::kFloat);
-  const int64_t experts = tp.expert_parallel() ? experts_per_rank(n, tp.size()) : n;
+  const int64_t experts = tp.expert_parallel() ? experts_per_rank(n, tp.ep_size()) : n;
   const int64_t part = tp.expert_parallel() ? inter : shard_size(inter, tp.size(), "moe_intermediate_size");
   gate_up_ = w.get(stacked_gate_up(p), {experts, 2 * part, h});
   down_ = w.get(stacked_down(p), {experts, h, part});

@@ -30,7 +30,7 @@ at::Tensor MtpLayer::forward(const at::Tensor& token_ids, const at::Tensor& prev
                              const at::Tensor& positions, const RotaryEmbedding& rope, const at::Tensor& cache,
                              const kernels::AttentionMetadata& meta) const {
   auto joined = at::cat({enorm_(at::embedding(embed_, token_ids)), hnorm_(previous_hidden)}, -1);
-  return head_norm_(block_(ops_->linear(joined, eh_proj_), positions, rope, cache, meta));
+  return head_norm_(block_(Residual{ops_->linear(joined, eh_proj_), {}}, positions, rope, cache, meta)).second;
 }
 
 }  // namespace mtpserve

@@ -7,6 +7,14 @@
 
 namespace mtpserve {
 
+// The residual stream between decoder blocks: the running `sum` and the last block's output `pending`,
+// not yet added, so that the next norm adds it in its own launch (add_rms_norm) instead of a separate
+// add; `pending` is undefined when there is nothing to add.
+struct Residual {
+  at::Tensor sum;
+  at::Tensor pending;
+};
+
 class RMSNorm {
  public:
   RMSNorm(at::Tensor weight, double eps, bool batch_invariant)
@@ -17,6 +25,12 @@ class RMSNorm {
   std::pair<at::Tensor, at::Tensor> add(const at::Tensor& x, const at::Tensor& delta) const {
     return ops_->add_rms_norm(x, delta, weight_, eps_);
   }
+  // (the stream's total, its norm).
+  std::pair<at::Tensor, at::Tensor> operator()(const Residual& r) const {
+    return r.pending.defined() ? add(r.sum, r.pending) : std::pair{r.sum, (*this)(r.sum)};
+  }
+  const at::Tensor& weight() const { return weight_; }
+  double eps() const { return eps_; }
 
  private:
   at::Tensor weight_;

@@ -17,6 +17,9 @@ class RotaryEmbedding {
   at::Tensor operator()(const at::Tensor& x, const at::Tensor& positions) const;
   // The multiplier YaRN puts on the softmax scale (mscale_all_dim squared), 1 otherwise.
   double softmax_scale_factor() const { return softmax_scale_factor_; }
+  // The tables, for the ops that rotate inside a fused launch (kernels/latent_kv.h).
+  const at::Tensor& cos() const { return cos_; }
+  const at::Tensor& sin() const { return sin_; }
   // Moves the tables to `device` and runs on its kernels from then on.
   void to(const at::Device& device);
 

@@ -27,7 +27,7 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                        ("enable_prefix_cache", parse_bool), ("enable_chunked_prefill", parse_bool),
                        ("max_model_len", int), ("draft_model", str), ("draft_devices", str),
                        ("num_speculative_tokens", int), ("deferred_fill_positions", int), ("seed", int),
-                       ("graph_max_batch", int), ("ep_size", int)):
+                       ("graph_max_batch", int), ("ep_size", int), ("dp_size", int)):
         parser.add_argument(f"--{name}", type=kind, default=defaults[name].default)
     parser.add_argument("--speculative_policy", choices=SPECULATIVE_POLICIES,
                         default=defaults["speculative_policy"].default,
@@ -92,9 +92,9 @@ def cmd_export_mtp(ns: argparse.Namespace) -> int:
 
 
 def check_serve_flags(ns: argparse.Namespace) -> None:
-    """What this build of `mtpserve serve` can run: nnodes ranks in one tensor-parallel group, its
-    routed experts optionally expert-parallel over all of them (no data parallelism), MLA."""
-    from mtpserve.distributed import check_expert_parallel, parse_master_addr
+    """What this build of `mtpserve serve` can run: nnodes ranks in dp_size attention groups (tensor parallel
+    inside each), the routed experts optionally expert-parallel over all ranks, MLA."""
+    from mtpserve.distributed import check_parallel_sizes, parse_master_addr
 
     if ns.nnodes < 1:
         raise ValueError(f"--nnodes must be >= 1, got {ns.nnodes}")
@@ -102,9 +102,7 @@ def check_serve_flags(ns: argparse.Namespace) -> None:
         raise ValueError(f"--node_rank={ns.node_rank} needs --nnodes > {ns.node_rank}, but --nnodes={ns.nnodes}")
     if ns.nnodes > 1:
         parse_master_addr(ns.master_node_addr)
-    check_expert_parallel(ns.ep_size, ns.nnodes)
-    if ns.dp_size != 1:
-        raise ValueError(f"--dp_size={ns.dp_size}: only --dp_size=1 is supported so far")
+    check_parallel_sizes(ns.nnodes, ns.ep_size, ns.dp_size)
     if not ns.enable_mla:
         raise ValueError("--enable_mla=false: DeepSeek-V3 models use MLA attention, so --enable_mla must be true")
     if not 0 <= ns.port <= 65535:
@@ -113,6 +111,27 @@ def check_serve_flags(ns: argparse.Namespace) -> None:
         raise ValueError(f"--grpc_port must be in 0..65535 (0: no gRPC API), got {ns.grpc_port}")
     if ns.grpc_port and ns.grpc_port == ns.port:
         raise ValueError(f"--grpc_port={ns.grpc_port} must differ from --port")
+
+
+def check_layout_fits_model(ns: argparse.Namespace, model_path) -> None:
+    """Refuses, before any rank loads anything, a layout the model cannot be split into."""
+    from mtpserve.config import load_config
+
+    config = load_config(model_path)
+    if ns.ep_size > 1 and config.n_routed_experts % ns.ep_size:
+        raise ValueError(f"--ep_size={ns.ep_size} does not divide the model's {config.n_routed_experts} routed "
+                         "experts; choose --ep_size 1 or --nnodes among their divisors")
+    # What tensor parallelism splits over the ranks of an attention group.
+    split = {"attention heads": config.num_attention_heads, "vocabulary entries": config.vocab_size,
+             "dense MLP intermediate size": config.intermediate_size if config.first_k_dense_replace else 0,
+             "shared experts' intermediate size": config.moe_intermediate_size * config.n_shared_experts,
+             "routed experts' intermediate size": config.moe_intermediate_size if ns.ep_size == 1 else 0}
+    group = ns.nnodes // ns.dp_size
+    for what, n in split.items():
+        if n % group:
+            raise ValueError(f"--nnodes {ns.nnodes} with --dp_size {ns.dp_size} makes attention groups of {group} "
+                             f"ranks: {group} does not divide the model's {n} {what}; choose --nnodes / --dp_size "
+                             "among its divisors")
 
 
 def read_secret(flag_value: str | None, file_path: str | None, env: str, what: str) -> str | None:
@@ -159,7 +178,7 @@ def cmd_serve(ns: argparse.Namespace) -> int:
     options = serve_options(ns)
     api_key = read_secret(ns.api_key, ns.api_key_file, "MTPSERVE_API_KEY", "API key")
     args = rank_engine_args(ns, ns.node_rank)
-    args.model_path  # a missing model directory fails here, before anything is loaded
+    check_layout_fits_model(ns, args.model_path)  # a missing model directory fails here too
     if ns.nnodes == 1:
         from mtpserve.server.serve import serve
 
@@ -191,7 +210,7 @@ def cmd_launch(ns: argparse.Namespace) -> int:
     if "--node_rank" in " ".join(ns.raw_argv):
         raise ValueError("mtpserve launch sets --node_rank for each rank itself; leave it out")
     check_serve_flags(argparse.Namespace(**{**vars(ns), "master_node_addr": ns.master_node_addr or "127.0.0.1:1"}))
-    rank_engine_args(ns, 0).model_path
+    check_layout_fits_model(ns, rank_engine_args(ns, 0).model_path)
     return launch(ns.nnodes, ns.raw_argv, ns.master_node_addr)
 
 
@@ -224,9 +243,9 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log_level", default="info", type=str.lower,
                         choices=("critical", "error", "warning", "info", "debug", "trace"))
     parser.add_argument("--master_node_addr", default=None, help="host:port of rank 0's control service")
-    parser.add_argument("--nnodes", type=int, default=1, help="number of ranks = tensor-parallel size")
+    parser.add_argument("--nnodes", type=int, default=1, help="number of ranks (= tensor-parallel size times "
+                        "--dp_size)")
     parser.add_argument("--node_rank", type=int, default=0, help="this process's rank")
-    parser.add_argument("--dp_size", type=int, default=1, help="data parallel size (only 1 so far)")
     parser.add_argument("--enable_mla", type=parse_bool, default=True, help="MLA attention (DeepSeek-V3: true)")
 
 

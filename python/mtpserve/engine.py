@@ -58,6 +58,9 @@ def _load(args: EngineArgs, tp: _C.TensorParallel | None,
     if args.ep_size > 1 and (tp is None or not tp.expert_parallel):
         raise ValueError(f"ep_size={args.ep_size} needs {args.ep_size} ranks (--nnodes {args.ep_size}); this engine "
                          "runs on one")
+    if args.dp_size > 1 and tp is None:
+        raise ValueError(f"dp_size={args.dp_size} needs at least {args.dp_size} ranks (mtpserve serve --nnodes); "
+                         "this engine runs on one")
     speculative = args.num_speculative_tokens > 0
     own_mtp = speculative and args.draft_model is None
     model = load_model(args.model_path, args.dtype, args.device, with_mtp=own_mtp, tp=tp,
@@ -92,17 +95,23 @@ class WorkerCore:
     def run(self) -> None:
         self.worker.run()
 
+    @property
+    def steps(self) -> int:
+        return self.worker.steps
+
 
 class EngineCore:
     """The loaded model, its tokenizer and the running C++ engine.
 
-    Tensor parallel (a `tp` of size > 1): this is rank 0, holding its shards;
+    Tensor parallel (a `tp` of size > 1): this is rank 0 of its attention group, holding its shards;
     `agree_num_blocks(fits_here, sized_from_shared_host_memory)` returns the KV-block count every
-    rank allocates (the control plane's minimum). Ranks 1..N-1 build a WorkerCore instead."""
+    rank allocates (the control plane's minimum). The group's other ranks build a WorkerCore instead.
+    `lockstep`: the attention groups' step agreement (data-parallel attention with expert parallelism)."""
 
     def __init__(self, args: EngineArgs, tp: _C.TensorParallel | None = None,
-                 agree_num_blocks: Callable[[int, bool], int] | None = None):
+                 agree_num_blocks: Callable[[int, bool], int] | None = None, lockstep: _C.StepLockstep | None = None):
         self.args = args
+        self.lockstep = lockstep
         self.model, self.max_model_len, self.num_blocks = _load(args, tp, agree_num_blocks)
         self.tokenizer = Tokenizer.from_dir(args.model_path)
         self.grammars = GrammarMasker(self.tokenizer.to_json(), self.model.config.vocab_size, self._eos_token_ids())
@@ -139,6 +148,7 @@ class EngineCore:
         config.speculative_policy = getattr(_C.SpeculationPolicyKind, self.args.speculative_policy)
         config.deferred_fill_positions = self.args.deferred_fill_positions
         config.token_masker = _C.TokenMasker(self.grammars.fill, self.grammars.revise_drafts)
+        config.lockstep = self.lockstep
         scheduler = _C.SchedulerConfig()
         scheduler.max_tokens_per_batch = self.args.max_tokens_per_batch
         scheduler.max_seqs_per_batch = self.args.max_seqs_per_batch

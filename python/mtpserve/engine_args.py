@@ -43,14 +43,18 @@ class EngineArgs:
     enable_graph: bool = True
     graph_max_batch: int = 256
     # Expert parallelism: 1, or the number of ranks (--nnodes), each then holding its share of the routed
-    # experts whole (attention stays tensor parallel over the same ranks).
+    # experts whole (attention stays tensor parallel over the ranks of each attention group).
     ep_size: int = 1
+    # Data-parallel attention: the ranks form dp_size attention groups, each with its own scheduler, requests
+    # and KV cache (tensor parallel inside a group of nnodes / dp_size ranks); rank 0 balances requests.
+    dp_size: int = 1
     device: str = field(init=False, repr=False)  # the torch device this rank runs on
 
     def __post_init__(self):
         if self.model is None:
             self.model = str(DEFAULT_MODEL)
-        for name in ("block_size", "max_tokens_per_batch", "max_seqs_per_batch", "graph_max_batch", "ep_size"):
+        for name in ("block_size", "max_tokens_per_batch", "max_seqs_per_batch", "graph_max_batch", "ep_size",
+                     "dp_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         if not 0 < self.max_memory_utilization <= 1:

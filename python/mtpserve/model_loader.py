@@ -48,8 +48,8 @@ def load_model(model_dir: str | Path, dtype: str | torch.dtype = "auto", device:
                with_mtp: bool = True, tp: _C.TensorParallel | None = None,
                batch_invariant: bool = False) -> LoadedModel:
     """With a tensor-parallel `tp`, each rank reads only its shards (MLA heads, MLP/expert intermediate
-    dims, lm_head vocab rows; under expert parallelism its own routed experts, whole) and the replicated
-    tensors. With `batch_invariant`
+    dims, lm_head vocab rows of its attention group; under expert parallelism its own routed experts, whole)
+    and the replicated tensors. With `batch_invariant`
     the layers (and a draft loaded later) run on the batch-invariant kernels."""
     config = load_config(model_dir)
     config.cpp.batch_invariant = batch_invariant
@@ -63,7 +63,7 @@ def load_model(model_dir: str | Path, dtype: str | torch.dtype = "auto", device:
 
     tp = tp if tp is not None else _C.TensorParallel()
     weights = load_weights(model_dir, torch_dtype, device, keep, tp_rank=tp.rank, tp_size=tp.size,
-                           expert_parallel=tp.expert_parallel)
+                           ep_rank=tp.ep_rank, ep_size=tp.ep_size)
     target = _C.DeepSeekV3(config.cpp, weights, tp)
     mtp = [_C.MtpLayer(config.cpp, weights, layer, target) for layer in range(num_layers, wanted)]
     return LoadedModel(config, target, mtp, torch_dtype, torch.device(device), tp)
@@ -88,5 +88,6 @@ def load_draft(draft_dir: str | Path, model: LoadedModel) -> None:
     layer = draft.num_hidden_layers
     prefix = f"model.layers.{layer}."
     weights = load_weights(draft_dir, model.dtype, model.device, lambda name: name.startswith(prefix),
-                           tp_rank=model.tp.rank, tp_size=model.tp.size, expert_parallel=model.tp.expert_parallel)
+                           tp_rank=model.tp.rank, tp_size=model.tp.size, ep_rank=model.tp.ep_rank,
+                           ep_size=model.tp.ep_size)
     model.mtp_layers = [_C.MtpLayer(model.config.cpp, weights, layer, model.target)]

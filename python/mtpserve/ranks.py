@@ -2,7 +2,10 @@
 
 Rank 0 (the master) serves the APIs and runs the C++ Engine, which broadcasts every step's plan
 to the other ranks over c10d; it also runs the Control service (proto/control.proto) at
---master_node_addr. Ranks 1..N-1 run a C++ Worker. Start-up, on every rank:
+--master_node_addr. Ranks 1..N-1 run a C++ Worker. With --dp_size D the ranks form D attention
+groups of N / D ranks: the first rank of each group runs that group's Engine (rank 0's frontend
+reaches the others through group_link.py) and the group's other ranks replay its plans. Start-up,
+on every rank:
 
   register with the Control service (wait until all ranks have)  -> heartbeats start
   join the c10d group (gloo / nccl / hccl; TCPStore at the control port + 1)
@@ -48,10 +51,16 @@ class MasterRank:
         try:
             logger.info("rank 0: waiting for %d ranks to register at %s", nnodes, master_node_addr)
             self.agent.register()
-            tp = distributed.init_tensor_parallel(0, nnodes, master_node_addr, args.device, ep_size=args.ep_size)
-            self.core = EngineCore(args, tp=tp, agree_num_blocks=self.agent.ready)
-            if args.enable_graph and args.device.startswith("cuda"):
-                logger.info("rank 0: CUDA graphs are off under tensor parallelism: every step runs eagerly")
+            groups = distributed.init_groups(0, nnodes, master_node_addr, args.device, ep_size=args.ep_size,
+                                             dp_size=args.dp_size)
+            self.core = EngineCore(args, tp=groups.tp, agree_num_blocks=self.agent.ready, lockstep=groups.lockstep)
+            if groups.dp_size > 1:
+                from mtpserve.data_parallel import DataParallelCore
+
+                logger.info("rank 0: connecting to the engines of attention groups 1..%d", groups.dp_size - 1)
+                self.core = DataParallelCore(self.core, groups.store, groups.dp_size)
+            if args.enable_graph and args.device.startswith("cuda") and (groups.tp.size > 1 or groups.tp.expert_parallel):
+                logger.info("rank 0: CUDA graphs are off under tensor and expert parallelism: every step runs eagerly")
         except BaseException:
             self.master.fail("rank 0 failed to start")
             self.master.stop(grace_s=1.0)
@@ -96,7 +105,8 @@ class MasterRank:
 def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: str,
                log_level: str = "info", cluster_token: str | None = None) -> NoReturn:
     """Ranks 1..N-1: runs until the group stops, then ends the process (exit code 0 after an
-    orderly shutdown by rank 0 or a stop request, 1 when the group failed)."""
+    orderly shutdown by rank 0 or a stop request, 1 when the group failed). Under data-parallel attention
+    the first rank of each attention group runs that group's engine for rank 0's frontend."""
     from mtpserve import distributed
     from mtpserve.control import RankAgent
     from mtpserve.engine import WorkerCore
@@ -107,10 +117,20 @@ def run_worker(args: EngineArgs, nnodes: int, node_rank: int, master_node_addr: 
     logger.info("rank %d: registering with %s", node_rank, master_node_addr)
     agent.register()
     core = None
-    agent.start_heartbeats(steps=lambda: core.worker.steps if core is not None else 0)
-    tp = distributed.init_tensor_parallel(node_rank, nnodes, master_node_addr, args.device, ep_size=args.ep_size)
-    core = WorkerCore(args, tp, agent.ready)
-    logger.info("rank %d: ready (%d KV blocks), running rank 0's steps", node_rank, core.num_blocks)
+    agent.start_heartbeats(steps=lambda: core.steps if core is not None else 0)
+    groups = distributed.init_groups(node_rank, nnodes, master_node_addr, args.device, ep_size=args.ep_size,
+                                     dp_size=args.dp_size)
+    if groups.leads_group:  # another attention group's engine, serving rank 0's frontend
+        from mtpserve.engine import EngineCore
+        from mtpserve.group_link import GroupLeaderCore
+
+        core = GroupLeaderCore(EngineCore(args, groups.tp, agent.ready, groups.lockstep), groups.dp_rank,
+                               groups.store, distributed.parse_master_addr(master_node_addr)[0])
+        logger.info("rank %d: ready (%d KV blocks), running attention group %d's engine", node_rank, core.num_blocks,
+                    groups.dp_rank)
+    else:
+        core = WorkerCore(args, groups.tp, agent.ready)
+        logger.info("rank %d: ready (%d KV blocks), running its group leader's steps", node_rank, core.num_blocks)
     # Until here a signal simply ends the process; from here on it ends the loop below.
     stop_signal = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -51,14 +51,15 @@ def check_shard(path: Path) -> None:
 
 def load_weights(model_dir: str | Path, dtype: torch.dtype, device: str | torch.device = "cpu",
                  keep: Callable[[str], bool] = lambda name: True, tp_rank: int = 0,
-                 tp_size: int = 1, expert_parallel: bool = False) -> dict[str, torch.Tensor]:
+                 tp_size: int = 1, ep_rank: int = 0, ep_size: int = 1) -> dict[str, torch.Tensor]:
     """All tensors whose name passes `keep`, in `dtype` (router biases stay float32), on `device`: of a tensor
     that tensor parallelism splits (_C.tensor_parallel_dim), rank tp_rank's 1/tp_size slice only; the routed
-    experts of each MoE layer as its two stacks (ExpertStacks) instead of per-expert tensors. With
-    `expert_parallel`, the routed experts are not sliced: the rank reads its 1/tp_size of them, whole."""
+    experts of each MoE layer as its two stacks (ExpertStacks) instead of per-expert tensors. Under expert
+    parallelism (ep_size > 1) the routed experts are not sliced: the rank reads its 1/ep_size of them, whole."""
+    expert_parallel = ep_size > 1
     locations = tensor_locations(model_dir)
     wanted = [n for n in sorted(locations) if not n.endswith(fp8.SCALE_SUFFIX) and keep(n)]
-    experts = ExpertStacks(wanted, tp_rank, tp_size) if expert_parallel else ExpertStacks(wanted)
+    experts = ExpertStacks(wanted, ep_rank, ep_size) if expert_parallel else ExpertStacks(wanted)
     wanted = [n for n in wanted if experts.wanted(n)]
     by_shard: dict[Path, list[str]] = defaultdict(list)
     for name in wanted:

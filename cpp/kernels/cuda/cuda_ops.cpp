@@ -21,6 +21,7 @@ const KernelOps& ops() {
       .moe_experts = moe_experts,
       .sampling_probs = sampling_probs,
       .sample_and_verify = sample_and_verify,
+      .write_latent_kv = write_latent_kv,
       .capture_graph = capture_graph,
       .make_device_timer = make_device_timer,
   };

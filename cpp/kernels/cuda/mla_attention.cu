@@ -1,5 +1,8 @@
 #include "kernels/cuda/mla_attention.cuh"
 
+#include "kernels/cuda/mla_attention_tile.cuh"
+#include "kernels/cuda/mla_attention_wgmma.cuh"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -12,34 +15,7 @@ namespace mtpserve::kernels::cuda {
 
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
-
-// ---------------------------------------------------------------------------------------------
-// Work split shared by both kernels' host side.
-
-constexpr int kTileEntries = 64;     // (row, head) entries per block
-constexpr int kSplitAlign = 64;      // split boundaries are multiples of this many tokens
-constexpr int kMinSplitTokens = 256;  // a split shorter than this costs more in setup and combine than it saves
-constexpr int kMaxSplits = 32;       // the combine kernel reads one split per lane
-constexpr int64_t kSplitOverheadTokens = 64;  // a split's fp32 partial output and its combine, in KV rows
-
-__host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// ---------------------------------------------------------------------------------------------
-// PTX wrappers (layouts: PTX ISA, "Matrix Fragments for mma.m16n8k16" and "ldmatrix").
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, bypassing L1; zero-filled when !valid (src is then not read).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+using namespace mla_tile;
 
 // Barrier for the two warps (64 threads) of row group g: ids 1-4 (0 is __syncthreads'). Immediate ids
 // let ptxas reserve 5 barriers instead of all 16; the memory clobber keeps shared loads and stores on
@@ -83,52 +59,6 @@ __device__ __forceinline__ void mma16816<__half>(float (&d)[4], const uint32_t (
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two floats as one 32-bit register of T pairs, the first in the low half (the fragment order).
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-template <>
-__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-  __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Where a block's entries and KV range lie.
-
-struct TileWork {
-  int64_t out_row;  // global entry row (token * heads + head) of the tile's first entry
-  int first_entry;  // entry index within the sequence
-  int count;        // real entries in the tile (<= kTileEntries)
-  int q_len, context;
-  int begin, end;   // this split's KV positions [begin, end)
-};
-
-// False when the block has no entries. The KV range stops at the tile's last visible position.
-__device__ __forceinline__ bool tile_work(const MlaAttentionLaunch& p, TileWork& w) {
-  const int s = blockIdx.x, tile = blockIdx.y, split = blockIdx.z;
-  const int q0 = p.query_start[s];
-  w.q_len = p.query_start[s + 1] - q0;
-  const int entries = w.q_len * static_cast<int>(p.heads);
-  w.first_entry = tile * kTileEntries;
-  if (w.first_entry >= entries) return false;
-  w.count = min(kTileEntries, entries - w.first_entry);
-  w.out_row = static_cast<int64_t>(q0) * p.heads + w.first_entry;
-  w.context = p.context_lens[s];
-  const int last_visible = w.context - w.q_len + (w.first_entry + w.count - 1) / static_cast<int>(p.heads);
-  const int kv_len = max(0, min(w.context, last_visible + 1));
-  const int chunk = p.split_tokens > 0
-                        ? p.split_tokens
-                        : static_cast<int>(ceil_div(ceil_div(kv_len, p.splits), kSplitAlign) * kSplitAlign);
-  w.begin = min(kv_len, split * chunk);
-  w.end = min(kv_len, w.begin + chunk);
-  return true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -176,7 +106,7 @@ __global__ void __launch_bounds__(256, 1) mla_attention_mma_kernel(MlaAttentionL
   TileWork w;
   if (!tile_work(p, w)) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = warp & 3, half = warp >> 2, gid = lane >> 2, tq = lane & 3;
+  const int g = warp & 3, half = warp >> 2, tq = lane & 3;
   const int64_t rows_total = p.tokens * p.heads;
 
   if (w.begin >= w.end && p.splits > 1) {  // nothing visible in this split: it contributes nothing
@@ -210,14 +140,8 @@ __global__ void __launch_bounds__(256, 1) mla_attention_mma_kernel(MlaAttentionL
     cp_async_commit();
   }
 
-  // The thread's two rows (gid and gid + 8 of the warp's 16) and the last position each sees.
   int limit[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int entry = w.first_entry + 16 * g + gid + 8 * r;
-    const int last_entry = w.first_entry + w.count - 1;  // padding rows reuse it: finite, never stored
-    limit[r] = w.context - w.q_len + min(entry, last_entry) / static_cast<int>(p.heads);
-  }
+  row_limits(p, w, 16 * g, limit);
   const float scale_log2 = p.scale * kLog2e;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   float o[S::kOTiles][4];
@@ -274,39 +198,8 @@ __global__ void __launch_bounds__(256, 1) mla_attention_mma_kernel(MlaAttentionL
       s[i][3] += x.w;
     }
 
-    // Online softmax in the log2 domain. Accumulator (i, c) is row gid + 8 * (c >> 1), token 8i + 2tq + (c & 1).
-    const int tile_start = w.begin + t * S::kTokens;
-    float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int pos = tile_start + 8 * i + 2 * tq + (c & 1);
-        const bool visible = pos < w.end && pos <= limit[c >> 1];
-        s[i][c] = visible ? s[i][c] * scale_log2 : -INFINITY;
-        tile_max[c >> 1] = fmaxf(tile_max[c >> 1], s[i][c]);
-      }
-    }
-    float base[2], alpha[2], row_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float m_new = fmaxf(m[r], tile_max[r]);
-      base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet keeps p = 0, alpha = 0
-      alpha[r] = exp2f(m[r] - base[r]);
-      m[r] = m_new;
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        s[i][c] = exp2f(s[i][c] - base[c >> 1]);
-        row_sum[c >> 1] += s[i][c];
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + row_sum[r];  // per-thread partial; quad-summed at the end
+    float alpha[2];
+    online_softmax(s, w.begin + t * S::kTokens, w.end, limit, scale_log2, tq, m, l, alpha);
 #pragma unroll
     for (int i = 0; i < S::kOTiles; ++i) {
       o[i][0] *= alpha[0];
@@ -315,12 +208,10 @@ __global__ void __launch_bounds__(256, 1) mla_attention_mma_kernel(MlaAttentionL
       o[i][3] *= alpha[1];
     }
 
-    // P's accumulators are already the A fragments of P V: k-step kk = n8 tiles 2kk and 2kk + 1.
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
-      const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      uint32_t pa[4];
+      p_fragment<T>(s, kk, pa);
       const uint32_t v_base = smem_addr(kv + v_lane_off + kk * 16 * S::kStride);
 #pragma unroll
       for (int np = 0; np < S::kOTiles / 2; ++np) {
@@ -332,36 +223,7 @@ __global__ void __launch_bounds__(256, 1) mla_attention_mma_kernel(MlaAttentionL
     }
   }
   cp_async_wait<0>();
-
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = 16 * g + gid + 8 * r;
-    if (row >= w.count) continue;
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    const int64_t out_row = w.out_row + row;
-    const int col0 = half * (KV / 2) + 2 * tq;
-    if (p.splits == 1) {
-      T* out = static_cast<T*>(p.out) + out_row * KV + col0;
-#pragma unroll
-      for (int i = 0; i < S::kOTiles; ++i) {
-        *reinterpret_cast<uint32_t*>(out + 8 * i) = pack2<T>(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
-      }
-    } else {
-      float* part = p.partial + (blockIdx.z * rows_total + out_row) * KV + col0;
-#pragma unroll
-      for (int i = 0; i < S::kOTiles; ++i) {
-        *reinterpret_cast<float2*>(part + 8 * i) = make_float2(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
-      }
-      if (half == 0 && tq == 0) {
-        p.lse[blockIdx.z * rows_total + out_row] = l[r] > 0.0f ? m[r] + log2f(l[r]) : -INFINITY;
-      }
-    }
-  }
+  store_rows<T, KV, S::kOTiles>(p, w, 16 * g, half * (KV / 2) + 2 * tq, o, m, l, half == 0 && tq == 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -492,39 +354,57 @@ bool uses_mma(const MlaAttentionLaunch& p) {
 
 int64_t max_tiles(const MlaAttentionLaunch& p) { return ceil_div(p.max_query_len * p.heads, kTileEntries); }
 
-// Raises Kernel's dynamic shared memory limit to at least `bytes` on the current device, calling the
-// runtime only when the limit must grow: launches captured into a CUDA graph after a first eager call
-// make no attribute calls.
-template <auto Kernel>
-cudaError_t allow_smem(size_t bytes) {
-  static std::array<size_t, 64> allowed{};
-  static std::mutex mutex;
-  int device = 0;
-  cudaError_t status = cudaGetDevice(&device);
-  if (status != cudaSuccess) return status;
-  std::lock_guard<std::mutex> lock(mutex);
-  const bool cached = device < static_cast<int>(allowed.size());
-  if (cached && allowed[device] >= bytes) return cudaSuccess;
-  status = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-  if (status == cudaSuccess && cached) allowed[device] = bytes;
-  return status;
-}
-
 template <typename T, int KV, int ROPE>
 cudaError_t launch_mma(const MlaAttentionLaunch& p, cudaStream_t stream) {
   using S = MmaShape<KV, ROPE>;
-  auto kernel = mla_attention_mma_kernel<T, KV, ROPE>;
   cudaError_t status = allow_smem<mla_attention_mma_kernel<T, KV, ROPE>>(S::kSmemBytes);
   if (status != cudaSuccess) return status;
   const dim3 grid(static_cast<unsigned>(p.num_seqs), static_cast<unsigned>(max_tiles(p)),
                   static_cast<unsigned>(p.splits));
-  kernel<<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
-  status = cudaGetLastError();
-  if (status != cudaSuccess || p.splits == 1) return status;
+  mla_attention_mma_kernel<T, KV, ROPE><<<grid, S::kThreads, S::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_combine(const MlaAttentionLaunch& p, cudaStream_t stream) {
   constexpr int kRowsPerBlock = 8;
   const auto blocks = static_cast<unsigned>(ceil_div(p.tokens * p.heads, kRowsPerBlock));
   mla_combine_kernel<T><<<blocks, kRowsPerBlock * 32, 0, stream>>>(p);
   return cudaGetLastError();
+}
+
+// A device attribute, asked once per device (-1 where the runtime cannot say).
+template <cudaDeviceAttr Attribute>
+int device_attribute(int device) {
+  static std::array<std::atomic<int>, 64> known{};  // value + 1; 0 = not asked yet
+  const bool cached = device >= 0 && device < static_cast<int>(known.size());
+  const int seen = cached ? known[device].load(std::memory_order_relaxed) : 0;
+  if (seen != 0) return seen - 1;
+  int value = -1;
+  if (cudaDeviceGetAttribute(&value, Attribute, device) != cudaSuccess) value = -1;
+  if (cached) known[device].store(value + 1, std::memory_order_relaxed);
+  return value;
+}
+
+// Whether the current device runs the sm_90a code (wgmma): compute capability 9.0.
+bool sm90a_device() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  return device_attribute<cudaDevAttrComputeCapabilityMajor>(device) == 9 &&
+         device_attribute<cudaDevAttrComputeCapabilityMinor>(device) == 0;
+}
+
+// The tensor-core pass (wgmma on Hopper at the 512 + 64 shape, mma.sync otherwise), then the combine.
+template <typename T>
+cudaError_t launch_tensor_core(const MlaAttentionLaunch& p, cudaStream_t stream) {
+  cudaError_t status;
+  if (wgmma_attention_shape(p) && sm90a_device()) {
+    status = launch_mla_attention_wgmma(p, stream);
+  } else {
+    status = p.kv_lora == 512 ? launch_mma<T, 512, 64>(p, stream) : launch_mma<T, 64, 16>(p, stream);
+  }
+  if (status != cudaSuccess || p.splits == 1) return status;
+  return launch_combine<T>(p, stream);
 }
 
 template <typename T>
@@ -544,9 +424,7 @@ cudaError_t launch_simt(const MlaAttentionLaunch& p, cudaStream_t stream) {
 template <typename T>
 cudaError_t launch_typed(const MlaAttentionLaunch& p, cudaStream_t stream) {
   if constexpr (!std::is_same_v<T, float>) {
-    if (uses_mma(p)) {
-      return p.kv_lora == 512 ? launch_mma<T, 512, 64>(p, stream) : launch_mma<T, 64, 16>(p, stream);
-    }
+    if (uses_mma(p)) return launch_tensor_core<T>(p, stream);
   }
   return launch_simt<T>(p, stream);
 }
@@ -554,13 +432,7 @@ cudaError_t launch_typed(const MlaAttentionLaunch& p, cudaStream_t stream) {
 }  // namespace
 
 int multiprocessor_count(int device) {
-  static std::array<std::atomic<int>, 64> counts{};
-  const bool cached = device >= 0 && device < static_cast<int>(counts.size());
-  int count = cached ? counts[device].load(std::memory_order_relaxed) : 0;
-  if (count > 0) return count;
-  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) return 1;
-  if (cached) counts[device].store(count, std::memory_order_relaxed);
-  return count;
+  return std::max(1, device_attribute<cudaDevAttrMultiProcessorCount>(device));
 }
 
 int mla_attention_splits(const MlaAttentionLaunch& p, int64_t max_context_len, int sm_count) {

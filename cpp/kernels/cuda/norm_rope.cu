@@ -21,6 +21,13 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
+// Threads of a row normalisation: they depend on the row width only, so a row's reduction order never
+// depends on the batch (and the fused latent write sums exactly as rms_norm does).
+int norm_threads(int64_t dim, int vec) {
+  const int64_t accesses = dim / vec;
+  return static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (accesses + 31) / 32 * 32)));
+}
+
 // Sum over the block in a fixed tree (lanes, then warps): the same bits whatever the launch's row count.
 __device__ float block_sum(float v) {
   __shared__ float warp_sums[32];
@@ -53,27 +60,26 @@ __device__ void load_row_values(const T* x, const T* delta, T* sum, int64_t col,
   if (sum != nullptr) *reinterpret_cast<Pack<T, VEC>*>(sum + col) = rounded;
 }
 
-// One block per row, each thread VEC consecutive columns at a time. The CPU kernel's order of
-// roundings: normalise in fp32, round to T, multiply by the weight in the promoted type O.
-template <typename T, typename W, int VEC>
-__global__ void rms_norm_kernel(RmsNormLaunch p) {
-  using O = std::conditional_t<std::is_same_v<T, W>, T, float>;
-  const int64_t row = blockIdx.x;
-  const T* x = static_cast<const T*>(p.x) + row * p.x_stride;
-  const T* delta = p.delta ? static_cast<const T*>(p.delta) + row * p.delta_stride : nullptr;
-  T* sum = p.delta ? static_cast<T*>(p.sum) + row * p.dim : nullptr;
+// 1 / rms of a row (x, or x + delta written to `sum`), each thread summing VEC consecutive columns at a
+// time, then the block's fixed tree. Every thread of the block must call it (it synchronises).
+template <typename T, int VEC>
+__device__ float row_inverse_rms(const T* x, const T* delta, T* sum, int64_t dim, float eps) {
   float squares = 0.0f;
-  for (int64_t col = threadIdx.x * VEC; col < p.dim; col += blockDim.x * VEC) {
+  for (int64_t col = threadIdx.x * VEC; col < dim; col += blockDim.x * VEC) {
     float v[VEC];
     load_row_values<T, VEC>(x, delta, sum, col, v);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) squares += v[j] * v[j];
   }
   const float total = block_sum(squares);
-  const float inv = 1.0f / sqrtf(total / static_cast<float>(p.dim) + p.eps);
-  const W* weight = static_cast<const W*>(p.weight);
-  O* out = static_cast<O*>(p.out) + row * p.dim;
-  for (int64_t col = threadIdx.x * VEC; col < p.dim; col += blockDim.x * VEC) {
+  return 1.0f / sqrtf(total / static_cast<float>(dim) + eps);
+}
+
+// The CPU kernel's order of roundings: normalise in fp32, round to T, multiply by the weight in the
+// promoted type O.
+template <typename T, typename W, typename O, int VEC>
+__device__ void store_normalised(const T* x, const T* delta, const W* weight, O* out, int64_t dim, float inv) {
+  for (int64_t col = threadIdx.x * VEC; col < dim; col += blockDim.x * VEC) {
     float v[VEC];
     load_row_values<T, VEC>(x, delta, nullptr, col, v);
     const auto ws = *reinterpret_cast<const Pack<W, VEC>*>(weight + col);
@@ -84,15 +90,26 @@ __global__ void rms_norm_kernel(RmsNormLaunch p) {
   }
 }
 
+// One block per row.
+template <typename T, typename W, int VEC>
+__global__ void rms_norm_kernel(RmsNormLaunch p) {
+  using O = std::conditional_t<std::is_same_v<T, W>, T, float>;
+  const int64_t row = blockIdx.x;
+  const T* x = static_cast<const T*>(p.x) + row * p.x_stride;
+  const T* delta = p.delta ? static_cast<const T*>(p.delta) + row * p.delta_stride : nullptr;
+  T* sum = p.delta ? static_cast<T*>(p.sum) + row * p.dim : nullptr;
+  const float inv = row_inverse_rms<T, VEC>(x, delta, sum, p.dim, p.eps);
+  store_normalised<T, W, O, VEC>(x, delta, static_cast<const W*>(p.weight), static_cast<O*>(p.out) + row * p.dim,
+                                 p.dim, inv);
+}
+
 template <typename T, typename W>
 cudaError_t launch_rms_norm_typed(const RmsNormLaunch& p, cudaStream_t stream) {
   constexpr int vec = kVec<T>;
   const bool vectorised = p.dim % vec == 0 && p.x_stride % vec == 0 && aligned16(p.x) && aligned16(p.weight) &&
                           aligned16(p.out) &&
                           (p.delta == nullptr || (p.delta_stride % vec == 0 && aligned16(p.delta) && aligned16(p.sum)));
-  // Threads depend on the row width only, so a row's reduction order never depends on the batch.
-  const int64_t accesses = vectorised ? p.dim / vec : p.dim;
-  const int threads = static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (accesses + 31) / 32 * 32)));
+  const int threads = norm_threads(p.dim, vectorised ? vec : 1);
   const auto rows = static_cast<unsigned>(p.rows);
   if (vectorised) {
     rms_norm_kernel<T, W, vec><<<rows, threads, 0, stream>>>(p);
@@ -102,8 +119,19 @@ cudaError_t launch_rms_norm_typed(const RmsNormLaunch& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// One thread per rotated pair (x[2i], x[2i+1]); each product and sum rounded to T as the CPU kernel
-// computes them in T (no fused multiply-add), with cos/sin first rounded to T as it does.
+// Pair (x[2i], x[2i+1]) rotated by the angle of (pos, i) into out[i] and out[half + i]; each product
+// and sum rounded to T as the CPU kernel computes them in T (no fused multiply-add), with cos/sin first
+// rounded to T as it does.
+template <typename T>
+__device__ __forceinline__ void rotate_pair(const T* x, T* out, int64_t pos, int64_t i, int64_t half, const float* cos,
+                                            const float* sin) {
+  const float c = round_to<T>(cos[pos * half + i]), s = round_to<T>(sin[pos * half + i]);
+  const float even = to_float(x[2 * i]), odd = to_float(x[2 * i + 1]);
+  out[i] = from_float<T>(__fsub_rn(round_to<T>(__fmul_rn(even, c)), round_to<T>(__fmul_rn(odd, s))));
+  out[half + i] = from_float<T>(__fadd_rn(round_to<T>(__fmul_rn(odd, c)), round_to<T>(__fmul_rn(even, s))));
+}
+
+// One thread per rotated pair.
 template <typename T>
 __global__ void rotary_kernel(RotaryLaunch p) {
   const int64_t half = p.dim / 2;
@@ -112,11 +140,22 @@ __global__ void rotary_kernel(RotaryLaunch p) {
   const int64_t i = index % half, vec = index / half, token = vec / p.heads, head = vec % p.heads;
   const T* x = static_cast<const T*>(p.x) + token * p.token_stride + head * p.head_stride;
   T* out = static_cast<T*>(p.out) + vec * p.dim;
-  const int64_t pos = p.positions[token];
-  const float c = round_to<T>(p.cos[pos * half + i]), s = round_to<T>(p.sin[pos * half + i]);
-  const float even = to_float(x[2 * i]), odd = to_float(x[2 * i + 1]);
-  out[i] = from_float<T>(__fsub_rn(round_to<T>(__fmul_rn(even, c)), round_to<T>(__fmul_rn(odd, s))));
-  out[half + i] = from_float<T>(__fadd_rn(round_to<T>(__fmul_rn(odd, c)), round_to<T>(__fmul_rn(even, s))));
+  rotate_pair(x, out, p.positions[token], i, half, p.cos, p.sin);
+}
+
+// One block per token: the latent part normalised as rms_norm_kernel does it (same threads, same tree),
+// the rope pairs rotated as rotary_kernel does, both written straight into the token's cache row.
+template <typename T, int VEC>
+__global__ void latent_kv_kernel(LatentKvLaunch p) {
+  const int64_t token = blockIdx.x;
+  const T* kv = static_cast<const T*>(p.kv) + token * p.kv_stride;
+  const float inv = row_inverse_rms<T, VEC>(kv, nullptr, nullptr, p.lora, p.eps);
+  const int64_t slot = p.slot_mapping[token];
+  if (slot < 0 || slot >= p.cache_rows) return;
+  T* row = static_cast<T*>(p.cache) + slot * (p.lora + p.rope);
+  store_normalised<T, T, T, VEC>(kv, nullptr, static_cast<const T*>(p.weight), row, p.lora, inv);
+  const int64_t half = p.rope / 2, pos = p.positions[token];
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) rotate_pair(kv + p.lora, row + p.lora, pos, i, half, p.cos, p.sin);
 }
 
 // One thread per VEC consecutive outputs: silu(gate) rounded to T, times up, rounded to T (at::silu
@@ -155,6 +194,24 @@ cudaError_t launch_rotary(const RotaryLaunch& p, cudaStream_t stream) {
   if (pairs == 0) return cudaSuccess;
   return dispatch(p.dtype, [&](auto t) {
     rotary_kernel<decltype(t)><<<blocks_for(pairs, 256), 256, 0, stream>>>(p);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_write_latent_kv(const LatentKvLaunch& p, cudaStream_t stream) {
+  if (p.tokens == 0) return cudaSuccess;
+  return dispatch(p.dtype, [&](auto t) {
+    using T = decltype(t);
+    constexpr int vec = kVec<T>;
+    const bool vectorised = p.lora % vec == 0 && p.kv_stride % vec == 0 && (p.lora + p.rope) % vec == 0 &&
+                            aligned16(p.kv) && aligned16(p.weight) && aligned16(p.cache);
+    const int threads = norm_threads(p.lora, vectorised ? vec : 1);
+    const auto tokens = static_cast<unsigned>(p.tokens);
+    if (vectorised) {
+      latent_kv_kernel<T, vec><<<tokens, threads, 0, stream>>>(p);
+    } else {
+      latent_kv_kernel<T, 1><<<tokens, threads, 0, stream>>>(p);
+    }
     return cudaGetLastError();
   });
 }

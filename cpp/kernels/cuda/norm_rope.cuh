@@ -29,6 +29,22 @@ struct RotaryLaunch {
 };
 cudaError_t launch_rotary(const RotaryLaunch& p, cudaStream_t stream);
 
+// RMSNorm of the latent part and rotary of the rope part of each token's kv row, stored at its cache
+// slot: rms_norm_kernel's and rotary_kernel's arithmetic in one launch (kernels/attention.h, WriteLatentKvFn).
+struct LatentKvLaunch {
+  const void* kv;               // [tokens, lora + rope], rows kv_stride elements apart, last dim contiguous
+  const void* weight;           // [lora], kv's dtype
+  void* cache;                  // [cache_rows, lora + rope], kv's dtype
+  const int64_t* slot_mapping;  // [tokens]: negative (padding) or >= cache_rows: skipped
+  const int64_t* positions;     // [tokens]
+  const float* cos;             // [max_positions, rope / 2]
+  const float* sin;
+  int64_t tokens, lora, rope, kv_stride, cache_rows;
+  float eps;
+  DType dtype;
+};
+cudaError_t launch_write_latent_kv(const LatentKvLaunch& p, cudaStream_t stream);
+
 struct SiluAndMulLaunch {
   const void* gate_up;  // [rows, 2 * inter], rows in_stride elements apart
   void* out;            // [rows, inter] contiguous

@@ -98,6 +98,42 @@ at::Tensor rotary(const at::Tensor& x_in, const at::Tensor& positions, const at:
   return out;
 }
 
+void write_latent_kv(const at::Tensor& cache, const at::Tensor& kv_in, const at::Tensor& weight, double eps,
+                     const at::Tensor& positions, const at::Tensor& cos, const at::Tensor& sin,
+                     const at::Tensor& slot_mapping) {
+  const char* op = "write_latent_kv";
+  require(kv_in.is_cuda() && kv_in.dim() == 2, "write_latent_kv: kv must be a CUDA tensor [tokens, kv_lora_rank + rope_dim]");
+  for (const auto* t : {&cache, &weight, &positions, &cos, &sin, &slot_mapping}) {
+    require_on(*t, kv_in, op, "cache, norm weight, positions, cos, sin and slot_mapping");
+  }
+  const int64_t tokens = kv_in.size(0), lora = weight.size(0), rope = kv_in.size(1) - lora;
+  require(weight.dim() == 1 && lora > 0 && rope >= 0 && rope % 2 == 0,
+          "write_latent_kv: the norm weight must be [kv_lora_rank] with an even rope part left in kv's " +
+              std::to_string(kv_in.size(1)) + " columns");
+  require(cache.dim() == 3 && cache.is_contiguous() && cache.size(2) == kv_in.size(1),
+          "write_latent_kv: the cache must be a contiguous [blocks, block_size, " + std::to_string(kv_in.size(1)) +
+              "] tensor");
+  require(cache.scalar_type() == kv_in.scalar_type() && weight.scalar_type() == kv_in.scalar_type(),
+          "write_latent_kv: kv, the norm weight and the cache must share one dtype");
+  for (const auto* t : {&positions, &slot_mapping}) {
+    require(t->dim() == 1 && t->size(0) == tokens && t->scalar_type() == at::kLong,
+            "write_latent_kv: positions and slot_mapping must be int64 [" + std::to_string(tokens) + "]");
+  }
+  require(cos.dim() == 2 && cos.sizes() == sin.sizes() && cos.size(1) == rope / 2 && cos.scalar_type() == at::kFloat &&
+              sin.scalar_type() == at::kFloat,
+          "write_latent_kv: cos and sin must be float32 [max_positions, " + std::to_string(rope / 2) + "]");
+  c10::cuda::CUDAGuard guard(kv_in.device());
+  auto kv = kv_in.stride(1) == 1 ? kv_in : kv_in.contiguous();
+  auto w = weight.contiguous(), pos = positions.contiguous(), slots = slot_mapping.contiguous();
+  auto c = cos.contiguous(), s = sin.contiguous();
+  const LatentKvLaunch p{kv.data_ptr(),           w.data_ptr(),          cache.data_ptr(),
+                         slots.data_ptr<int64_t>(), pos.data_ptr<int64_t>(), c.data_ptr<float>(),
+                         s.data_ptr<float>(),     tokens,                lora,
+                         rope,                    kv.stride(0),          cache.size(0) * cache.size(1),
+                         static_cast<float>(eps), dtype_of(kv_in, op)};
+  check_launch(launch_write_latent_kv(p, stream_of(kv_in)), op);
+}
+
 at::Tensor silu_and_mul(const at::Tensor& gate_up_in) {
   require(gate_up_in.is_cuda() && gate_up_in.dim() >= 1, "silu_and_mul: gate_up must be a CUDA tensor [..., 2 * inter]");
   const int64_t width = gate_up_in.size(-1);

@@ -173,6 +173,7 @@ class AsyncEngine:
         Overloaded. request_timeout_s: every request is aborted (its blocks freed) after it."""
         self.core = core
         self.engine = core.engine
+        self._submit = getattr(core, "submit", None)
         self.tokenizer = core.tokenizer
         self.grammars = getattr(core, "grammars", None)  # structured output's GrammarMasker
         self.max_model_len: int = core.max_model_len
@@ -367,7 +368,10 @@ class AsyncEngine:
             self._admit(request_id, len(state.prompt_token_ids))
             self._streams[request_id] = (loop, queue)
         try:
-            self.engine.add_request(request_id, state.prompt_token_ids, params.to_cpp(self.grammars))
+            if self._submit is not None:  # the core routes requests itself (data-parallel attention groups)
+                self._submit(request_id, state.prompt_token_ids, params)
+            else:
+                self.engine.add_request(request_id, state.prompt_token_ids, params.to_cpp(self.grammars))
         except Exception:
             with self._lock:
                 self._streams.pop(request_id, None)

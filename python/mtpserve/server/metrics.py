@@ -67,6 +67,13 @@ class EngineStatsCollector(Collector):
         yield per_pos
         if spec.steps_by_k:
             yield self._step_k_histogram(spec.steps_by_k)
+        by_group = getattr(s, "requests_by_group", None)  # data-parallel attention
+        if by_group is not None:
+            groups = CounterMetricFamily("mtpserve:dp_group_requests", "Requests the frontend sent to each "
+                                         "attention group (--dp_size).", labels=[*self._labels, "dp_group"])
+            for group, value in enumerate(by_group):
+                groups.add_metric([*self._labels.values(), str(group)], value)
+            yield groups
 
     def _step_k_histogram(self, steps_by_k) -> HistogramMetricFamily:
         h = HistogramMetricFamily("mtpserve:spec_decode_step_k", "Decode steps by their k: the most MTP drafts a "

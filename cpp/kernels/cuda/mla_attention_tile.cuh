@@ -1,0 +1,208 @@
+#pragma once
+// What the tensor-core MLA kernels (mla_attention.cu's mma.sync kernel and the Hopper wgmma kernel)
+// share: the (sequence, entry tile, KV split) work of a block, the split constants, asynchronous copies,
+// fragment packing and the shared-memory limit.
+#include <array>
+#include <cmath>
+#include <mutex>
+
+#include "kernels/cuda/mla_attention.cuh"
+
+namespace mtpserve::kernels::cuda::mla_tile {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// ---------------------------------------------------------------------------------------------
+// Work split shared by the tensor-core kernels and their host side.
+
+constexpr int kTileEntries = 64;     // (row, head) entries per block
+constexpr int kSplitAlign = 64;      // split boundaries are multiples of this many tokens
+constexpr int kMinSplitTokens = 256;  // a split shorter than this costs more in setup and combine than it saves
+constexpr int kMaxSplits = 32;       // the combine kernel reads one split per lane
+constexpr int64_t kSplitOverheadTokens = 64;  // a split's fp32 partial output and its combine, in KV rows
+
+__host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---------------------------------------------------------------------------------------------
+// Asynchronous copies.
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, bypassing L1; zero-filled when !valid (src is then not read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+// Two floats as one 32-bit register of T pairs, the first in the low half (the fragment order).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// ---------------------------------------------------------------------------------------------
+// One 32-token KV tile of the online softmax, in the log2 domain, on a warp's m16n8 accumulator
+// fragments of S = Q K^T: s[i][c] is row gid + 8 * (c >> 1), token tile_start + 8i + 2tq + (c & 1).
+// Masks positions at or past `end` and past each row's `limit`, folds the tile into the row maxima m
+// and the thread's partial sums l (quad-summed by the caller at the end), leaves the probabilities in
+// s and the factor the row's output accumulators must be scaled by in alpha.
+__device__ __forceinline__ void online_softmax(float (&s)[4][4], int tile_start, int end,
+                                                      const int (&limit)[2], float scale_log2, int tq,
+                                                      float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int pos = tile_start + 8 * i + 2 * tq + (c & 1);
+      const bool visible = pos < end && pos <= limit[c >> 1];
+      s[i][c] = visible ? s[i][c] * scale_log2 : -INFINITY;
+      tile_max[c >> 1] = fmaxf(tile_max[c >> 1], s[i][c]);
+    }
+  }
+  float base[2], row_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+    const float m_new = fmaxf(m[r], tile_max[r]);
+    base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet keeps p = 0, alpha = 0
+    alpha[r] = exp2f(m[r] - base[r]);
+    m[r] = m_new;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      s[i][c] = exp2f(s[i][c] - base[c >> 1]);
+      row_sum[c >> 1] += s[i][c];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + row_sum[r];
+}
+
+// P's accumulators are already the A fragments of O += P V: k-step kk is n8 tiles 2kk and 2kk + 1.
+template <typename T>
+__device__ __forceinline__ void p_fragment(const float (&s)[4][4], int kk, uint32_t (&a)[4]) {
+  a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+  a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+  a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Where a block's entries and KV range lie.
+
+struct TileWork {
+  int64_t out_row;  // global entry row (token * heads + head) of the tile's first entry
+  int first_entry;  // entry index within the sequence
+  int count;        // real entries in the tile (<= kTileEntries)
+  int q_len, context;
+  int begin, end;   // this split's KV positions [begin, end)
+};
+
+// False when the block has no entries. The KV range stops at the tile's last visible position.
+__device__ __forceinline__ bool tile_work(const MlaAttentionLaunch& p, TileWork& w) {
+  const int s = blockIdx.x, tile = blockIdx.y, split = blockIdx.z;
+  const int q0 = p.query_start[s];
+  w.q_len = p.query_start[s + 1] - q0;
+  const int entries = w.q_len * static_cast<int>(p.heads);
+  w.first_entry = tile * kTileEntries;
+  if (w.first_entry >= entries) return false;
+  w.count = min(kTileEntries, entries - w.first_entry);
+  w.out_row = static_cast<int64_t>(q0) * p.heads + w.first_entry;
+  w.context = p.context_lens[s];
+  const int last_visible = w.context - w.q_len + (w.first_entry + w.count - 1) / static_cast<int>(p.heads);
+  const int kv_len = max(0, min(w.context, last_visible + 1));
+  const int chunk = p.split_tokens > 0
+                        ? p.split_tokens
+                        : static_cast<int>(ceil_div(ceil_div(kv_len, p.splits), kSplitAlign) * kSplitAlign);
+  w.begin = min(kv_len, split * chunk);
+  w.end = min(kv_len, w.begin + chunk);
+  return true;
+}
+
+// The last KV position each of a thread's two rows (gid and gid + 8 after `first_row`) sees; padding
+// rows past the tile's entries take the last entry's: finite, never stored.
+__device__ __forceinline__ void row_limits(const MlaAttentionLaunch& p, const TileWork& w, int first_row,
+                                          int (&limit)[2]) {
+  const int gid = (threadIdx.x & 31) >> 2;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int entry = w.first_entry + first_row + gid + 8 * r;
+    const int last_entry = w.first_entry + w.count - 1;
+    limit[r] = w.context - w.q_len + min(entry, last_entry) / static_cast<int>(p.heads);
+  }
+}
+
+// The end of a block's pass for one warp: quad-sums the row sums l, then writes the warp's two rows
+// (gid and gid + 8 after `first_row`) of O / l, accumulator tile i holding columns col0 + 8i and + 1 —
+// to the output, or to the split's fp32 partial with the row's log2-sum-exp when the KV is split
+// (that by the one thread with `writes_lse` per row).
+template <typename T, int KV, int TILES>
+__device__ __forceinline__ void store_rows(const MlaAttentionLaunch& p, const TileWork& w, int first_row, int col0,
+                                           const float (&o)[TILES][4], const float (&m)[2], float (&l)[2],
+                                           bool writes_lse) {
+  const int64_t rows_total = p.tokens * p.heads;
+  const int gid = (threadIdx.x & 31) >> 2;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = first_row + gid + 8 * r;
+    if (row >= w.count) continue;
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    const int64_t out_row = w.out_row + row;
+    if (p.splits == 1) {
+      T* out = static_cast<T*>(p.out) + out_row * KV + col0;
+#pragma unroll
+      for (int i = 0; i < TILES; ++i) {
+        *reinterpret_cast<uint32_t*>(out + 8 * i) = pack2<T>(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
+      }
+    } else {
+      float* part = p.partial + (blockIdx.z * rows_total + out_row) * KV + col0;
+#pragma unroll
+      for (int i = 0; i < TILES; ++i) {
+        *reinterpret_cast<float2*>(part + 8 * i) = make_float2(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
+      }
+      if (writes_lse) p.lse[blockIdx.z * rows_total + out_row] = l[r] > 0.0f ? m[r] + log2f(l[r]) : -INFINITY;
+    }
+  }
+}
+
+// Raises Kernel's dynamic shared memory limit to at least `bytes` on the current device, calling the
+// runtime only when the limit must grow: launches captured into a CUDA graph after a first eager call
+// make no attribute calls.
+template <auto Kernel>
+cudaError_t allow_smem(size_t bytes) {
+  static std::array<size_t, 64> allowed{};
+  static std::mutex mutex;
+  int device = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status != cudaSuccess) return status;
+  std::lock_guard<std::mutex> lock(mutex);
+  const bool cached = device < static_cast<int>(allowed.size());
+  if (cached && allowed[device] >= bytes) return cudaSuccess;
+  status = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (status == cudaSuccess && cached) allowed[device] = bytes;
+  return status;
+}
+
+}  // namespace mtpserve::kernels::cuda::mla_tile

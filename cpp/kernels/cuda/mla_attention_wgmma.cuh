@@ -1,0 +1,15 @@
+#pragma once
+// The Hopper (sm_90a) kernel of absorbed MLA at DeepSeek-V3's latent shape (512 + 64): the same work
+// split and results contract as mla_attention.cuh's tensor-core kernel, with wgmma reading Q and the KV
+// tile from shared memory once per warpgroup instead of once per warp.
+#include "kernels/cuda/mla_attention.cuh"
+
+namespace mtpserve::kernels::cuda {
+
+// Whether the launch's shape and dtype are the kernel's (bf16/fp16, kv_lora 512, dim 576).
+bool wgmma_attention_shape(const MlaAttentionLaunch& p);
+
+// The attention pass only (partials and lse when p.splits > 1); the caller combines the splits.
+cudaError_t launch_mla_attention_wgmma(const MlaAttentionLaunch& p, cudaStream_t stream);
+
+}  // namespace mtpserve::kernels::cuda
