@@ -37,7 +37,7 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                         default=defaults["batch_invariant"].default,
                         help="batch-invariant kernels: each token's result is bit-identical whatever else runs in "
                              "its step, so greedy MTP output equals no-MTP output and a seeded request repeats "
-                             "under any load, in bf16 too (CPU only; costs throughput, see docs/benchmarks.md)")
+                             "under any load, in bf16 too (CPU and CUDA; costs throughput, see docs/benchmarks.md)")
     parser.add_argument("--enable_graph", type=parse_bool, default=defaults["enable_graph"].default,
                         help="replay CUDA graphs, captured at start-up, for decode steps of up to --graph_max_batch "
                              "sequences (GPUs only; false runs every step eagerly)")

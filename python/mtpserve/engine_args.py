@@ -33,11 +33,12 @@ class EngineArgs:
     speculative_policy: str = "adaptive"
     # Adaptive policy, one rank: a sequence given no drafts defers the MTP layer's cache fill for up to this
     # many positions (their hidden states wait on the device, max_seqs_per_batch x this many rows) and catches
-    # up when it drafts again; 0: the fill runs every step.
-    deferred_fill_positions: int = 64
+    # up when it drafts again; 0: the fill runs every step. Unset: 64 on the CPU, 0 on accelerators (the
+    # deferral has not run on a GPU or an NPU yet).
+    deferred_fill_positions: int | None = None
     seed: int = 0
     # Batch-invariant kernels: each token's result is bit-identical whatever else is in the step
-    # (greedy MTP == no MTP, a seeded request == itself under any load, in every dtype); CPU only.
+    # (greedy MTP == no MTP, a seeded request == itself under any load, in every dtype); CPU and CUDA.
     batch_invariant: bool = False
     # Decode steps of up to graph_max_batch sequences replay CUDA graphs captured at start-up (GPUs only).
     enable_graph: bool = True
@@ -65,8 +66,6 @@ class EngineArgs:
             raise ValueError(f"max_model_len must be > 1, got {self.max_model_len!r}")
         if not isinstance(self.num_speculative_tokens, int) or self.num_speculative_tokens < 0:
             raise ValueError(f"num_speculative_tokens must be an integer >= 0, got {self.num_speculative_tokens!r}")
-        if not isinstance(self.deferred_fill_positions, int) or self.deferred_fill_positions < 0:
-            raise ValueError(f"deferred_fill_positions must be an integer >= 0, got {self.deferred_fill_positions!r}")
         if self.speculative_policy not in SPECULATIVE_POLICIES:
             raise ValueError(f"speculative_policy must be one of {', '.join(SPECULATIVE_POLICIES)}, got "
                              f"{self.speculative_policy!r}")
@@ -74,6 +73,10 @@ class EngineArgs:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         self.device = resolve_device(self.devices)
+        if self.deferred_fill_positions is None:
+            self.deferred_fill_positions = 64 if self.device == "cpu" else 0
+        if not isinstance(self.deferred_fill_positions, int) or self.deferred_fill_positions < 0:
+            raise ValueError(f"deferred_fill_positions must be an integer >= 0, got {self.deferred_fill_positions!r}")
         if self.draft_devices is not None and self.draft_devices.strip() not in (self.devices.strip(), self.device):
             raise ValueError(f"draft_devices={self.draft_devices!r} must equal devices={self.devices!r}: the MTP "
                              "layer runs on the target's devices")
