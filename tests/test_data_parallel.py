@@ -90,6 +90,12 @@ def test_impossible_layouts_are_refused(nnodes, ep_size, dp_size, message, capsy
     assert code == 2 and message in capsys.readouterr().err
 
 
+def test_an_ipv6_master_is_refused_with_data_parallelism(capsys):
+    # The links between attention groups open IPv4 sockets; without --dp_size an IPv6 master is fine.
+    code = main(["serve", "--nnodes=2", "--dp_size=2", "--master_node_addr=[::1]:29500"])
+    assert code == 2 and "--dp_size 2 needs an IPv4 or host-name --master_node_addr" in capsys.readouterr().err
+
+
 def test_layouts_the_model_cannot_take_are_refused_at_start(tiny_model_dir, capsys):
     """The tiny model has 8 routed experts and 4 attention heads."""
     base = ["serve", f"--model={tiny_model_dir}", "--master_node_addr=127.0.0.1:1"]

@@ -101,7 +101,11 @@ def check_serve_flags(ns: argparse.Namespace) -> None:
     if not 0 <= ns.node_rank < ns.nnodes:
         raise ValueError(f"--node_rank={ns.node_rank} needs --nnodes > {ns.node_rank}, but --nnodes={ns.nnodes}")
     if ns.nnodes > 1:
-        parse_master_addr(ns.master_node_addr)
+        host, _ = parse_master_addr(ns.master_node_addr)
+        if ns.dp_size > 1 and ":" in host:
+            # group_link.py's connections (multiprocessing.connection) open IPv4 sockets only.
+            raise ValueError(f"--dp_size {ns.dp_size} needs an IPv4 or host-name --master_node_addr, got "
+                             f"{ns.master_node_addr!r}: the links between attention groups are IPv4 only")
     check_parallel_sizes(ns.nnodes, ns.ep_size, ns.dp_size)
     if not ns.enable_mla:
         raise ValueError("--enable_mla=false: DeepSeek-V3 models use MLA attention, so --enable_mla must be true")
