@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--ks", type=int, nargs="+", default=[0], help="k = 0 and fixed-policy k's")
     parser.add_argument("--adaptive-k-max", type=int, nargs="*", default=[],
                         help="also the adaptive policy with each of these k_max")
-    parser.add_argument("--deferred-fill-positions", type=int, nargs="+", default=[64],
+    parser.add_argument("--deferred-fill-positions", type=int, nargs="+", default=[0],
                         help="the adaptive methods' engine --deferred_fill_positions; several: each side by side "
                              "(0: the MTP fill runs every step)")
     parser.add_argument("--temperature", type=float, default=0.0)

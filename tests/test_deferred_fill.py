@@ -25,7 +25,9 @@ def baseline(tiny_model_dir):
 
 
 def adaptive(model_dir, **overrides):
-    return LLM(str(model_dir), **{**BASE, **overrides}, num_speculative_tokens=3, speculative_policy="adaptive")
+    """Deferral is opt-in: these engines defer up to 64 positions unless told otherwise."""
+    return LLM(str(model_dir), **{**BASE, "deferred_fill_positions": 64, **overrides}, num_speculative_tokens=3,
+               speculative_policy="adaptive")
 
 
 @pytest.mark.parametrize("variant", ["chunked+prefix", "no-chunked-prefill", "preempting-cache"])
