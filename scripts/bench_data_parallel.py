@@ -26,7 +26,10 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
 
+from bench_mtp_sweep import wait_healthy  # noqa: E402
 from mtpserve.launch import free_port_pair  # noqa: E402
+
+SERVER_TIMEOUT_S = 600.0  # bench_mtp_sweep's default --server-timeout
 
 LAYOUTS = {
     "1 rank": ["--nnodes=1"],
@@ -39,24 +42,12 @@ PROMPTS = ["the quick brown fox", "hello there, how are you", "one two three fou
            "tell me a story", "numbers: 1 2 3", "good morning"]
 
 
-def start(name: str, flags: list[str], server_flags: list[str], log_dir: Path) -> tuple[subprocess.Popen, str]:
+def start(name: str, flags: list[str], server_flags: list[str], log_dir: Path) -> tuple[subprocess.Popen, str, Path]:
     port = free_port_pair()
-    log = open(log_dir / f"{name.replace(' ', '_').replace(',', '')}.log", "w")
+    log_path = log_dir / f"{name.replace(' ', '_').replace(',', '')}.log"
     proc = subprocess.Popen([sys.executable, "-m", "mtpserve.cli", "launch", *flags, f"--port={port}",
-                             "--log_level=warning", *server_flags], stdout=log, stderr=subprocess.STDOUT)
-    return proc, f"http://127.0.0.1:{port}"
-
-
-def wait_healthy(url: str, proc: subprocess.Popen, name: str) -> None:
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the {name} server exited during start-up")
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.25)
+                             "--log_level=warning", *server_flags], stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
+    return proc, f"http://127.0.0.1:{port}", log_path
 
 
 def one_round(url: str, concurrency: int, max_tokens: int) -> float:
@@ -93,18 +84,18 @@ def main() -> None:
     log_dir.mkdir(parents=True, exist_ok=True)
     servers = {name: start(name, flags, ns.server_flags, log_dir) for name, flags in LAYOUTS.items()}
     try:
-        for name, (proc, url) in servers.items():
-            wait_healthy(url, proc, name)
+        for proc, url, log_path in servers.values():
+            wait_healthy(proc, url, SERVER_TIMEOUT_S, log_path)
             one_round(url, 2, 8)  # warm-up
         rates: dict[tuple[str, int], list[float]] = {}
         for _ in range(ns.repeats):
             for c in concurrencies:
-                for name, (_, url) in servers.items():
+                for name, (_, url, _) in servers.items():
                     rates.setdefault((name, c), []).append(one_round(url, c, ns.max_tokens))
     finally:
-        for proc, _ in servers.values():
+        for proc, _, _ in servers.values():
             proc.send_signal(signal.SIGTERM)
-        for proc, _ in servers.values():
+        for proc, _, _ in servers.values():
             proc.wait(60)
     print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.processor() or platform.machine()}, "
           f"server flags: {' '.join(ns.server_flags) or '(none)'}, {ns.max_tokens} tokens per request, median of "

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from mtpserve.group_link import STAT_FIELDS, GroupClient, plain_output
+from mtpserve.group_link import STAT_FIELDS, GroupClient, pump_outputs
 
 _SUMMED = tuple(name for name in STAT_FIELDS if name != "kv_usage")
 
@@ -24,16 +24,10 @@ class LocalGroup:
 
     def __init__(self, core, on_outputs):
         self.core, self.engine = core, core.engine
-        self._on_outputs = on_outputs
         self._stop = threading.Event()
-        self._pump = threading.Thread(target=self._run_pump, name="mtpserve-group0-outputs", daemon=True)
+        self._pump = threading.Thread(target=pump_outputs, args=(self.engine, on_outputs, self._stop),
+                                      name="mtpserve-group0-outputs", daemon=True)
         self._pump.start()
-
-    def _run_pump(self) -> None:
-        while not self._stop.is_set():
-            outputs = self.engine.get_outputs(0.1)
-            if outputs:
-                self._on_outputs([plain_output(out) for out in outputs])
 
     def add_request(self, request_id: str, prompt: list[int], params) -> None:
         self.engine.add_request(request_id, prompt, params.to_cpp(self.core.grammars))

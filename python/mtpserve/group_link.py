@@ -42,6 +42,14 @@ def plain_output(out) -> SimpleNamespace:
         spec=plain_spec(spec))
 
 
+def pump_outputs(engine, deliver: Callable[[list], None], stop: threading.Event) -> None:
+    """Hands the C++ engine's outputs, as plain objects, to `deliver` until `stop` is set."""
+    while not stop.is_set():
+        outputs = engine.get_outputs(0.1)
+        if outputs:
+            deliver([plain_output(out) for out in outputs])
+
+
 def plain_spec(spec) -> SimpleNamespace:
     return SimpleNamespace(drafts=spec.drafts, draft_tokens=spec.draft_tokens, accepted_tokens=spec.accepted_tokens,
                            accepted_per_position=list(spec.accepted_per_position), steps_by_k=list(spec.steps_by_k))
@@ -122,12 +130,8 @@ class GroupServer:
                 raise ValueError(f"unknown attention-group message {kind!r}")
 
     def _pump(self, conn: Connection, done: threading.Event) -> None:
-        engine = self.core.engine
         try:
-            while not done.is_set():
-                outputs = engine.get_outputs(0.1)
-                if outputs:
-                    conn.send([plain_output(out) for out in outputs])
+            pump_outputs(self.core.engine, conn.send, done)
         except (EOFError, OSError):
             pass  # rank 0 is gone: the command loop sees it too
 
