@@ -2,10 +2,14 @@
 
 Times the whole layer as the model runs it — the fp32 router linear, route_noaux_tc, moe_experts
 (grouping, gate_up, SiLU, down, combine) and the shared expert (two linears + silu_and_mul) — and,
-for comparison, torch._grouped_mm alone for gate_up. The floor is the bytes of the weights the step
+for comparison, the same layer with the routed experts forced onto the expert GEMVs (the batch-invariant
+table's moe_experts, which runs them at every size) and torch._grouped_mm alone for gate_up. With
+--breakdown, the layer's kernels and their share of its time at the given token counts (torch.profiler). The floor is the bytes of the weights the step
 must read (distinct experts chosen x 3 matrices, the shared expert, the router) over the
 device-to-device copy bandwidth measured in the same run. Weight and input sets rotate between
-repetitions so no repetition finds its bytes in L2.
+repetitions so no repetition finds its bytes in L2. The layer is timed as the engine runs decode, replayed
+from a CUDA graph (so host launch gaps between its ~10 kernels do not count), and also eagerly, one call
+at a time.
 """
 import argparse
 import json
@@ -39,6 +43,25 @@ def median_us(fn, inputs, reps: int, warmup: int = 5) -> float:
     return statistics.median(times)
 
 
+def graph_us(fn, inputs, reps: int) -> float:
+    """Per-call time of fn over every input in turn, replayed from one CUDA graph."""
+    def run_all():
+        for args in inputs:
+            fn(*args)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run_all()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run_all()
+    us = median_us(lambda: graph.replay(), [()], reps) / len(inputs)
+    del graph
+    return us
+
+
 def copy_bandwidth(reps: int) -> float:
     """Bytes read + written per second of a 1 GiB device-to-device copy_."""
     src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
@@ -65,11 +88,31 @@ def route(x: torch.Tensor, w: dict):
     return _C.route_noaux_tc(logits, w["bias"], N_GROUP, TOPK_GROUP, TOP_K, True, SCALE)
 
 
-def moe_layer(x: torch.Tensor, w: dict) -> torch.Tensor:
+def moe_layer(x: torch.Tensor, w: dict, experts_fn=_C.moe_experts) -> torch.Tensor:
     weights, experts = route(x, w)
-    routed = _C.moe_experts(x, w["gate_up"], w["down"], weights, experts)
+    routed = experts_fn(x, w["gate_up"], w["down"], weights, experts)
     shared = F.linear(_C.silu_and_mul(F.linear(x, w["shared_gate_up"])), w["shared_down"])
     return routed + shared
+
+
+def gemv_moe_layer(x: torch.Tensor, w: dict) -> torch.Tensor:
+    return moe_layer(x, w, _C.batch_invariant.moe_experts)
+
+
+def breakdown(inputs, reps: int) -> list:
+    """(kernel, mean us per layer call, % of the layer's kernel time) for the layer's kernels."""
+    for x, w in inputs[:3]:
+        moe_layer(x, w)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for i in range(reps):
+            moe_layer(*inputs[i % len(inputs)])
+        torch.cuda.synchronize()
+    per_kernel = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            per_kernel[e.name[:90]] = per_kernel.get(e.name[:90], 0.0) + e.time_range.elapsed_us()
+    total = sum(per_kernel.values())
+    return sorted(((name, us / reps, 100 * us / total) for name, us in per_kernel.items()), key=lambda k: -k[1])
 
 
 def grouped_gate_up_inputs(x: torch.Tensor, w: dict):
@@ -91,6 +134,7 @@ def main() -> None:
     parser.add_argument("--weight-sets", type=int, default=2, help="expert weight sets to rotate (22.5 GB each)")
     parser.add_argument("--input-sets", type=int, default=8)
     parser.add_argument("--reps", type=int, default=40)
+    parser.add_argument("--breakdown", type=int, nargs="*", default=[], help="token counts to profile")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     args = parser.parse_args()
 
@@ -106,7 +150,10 @@ def main() -> None:
         inputs = [(torch.randn(tokens, HIDDEN, device="cuda", generator=gen).bfloat16(), weights[i % sets])
                   for i in range(max(args.input_sets, sets))]
         with torch.inference_mode():
-            layer_us = median_us(moe_layer, inputs, args.reps)
+            layer_us = graph_us(moe_layer, inputs, args.reps)
+            eager_us = median_us(moe_layer, inputs, args.reps)
+            gemv_us = graph_us(gemv_moe_layer, inputs, args.reps)
+            kernels = breakdown(inputs, args.reps) if tokens in args.breakdown else []
             gate_up_us = median_us(torch._grouped_mm, [grouped_gate_up_inputs(x, w) for x, w in inputs], args.reps)
             distinct = statistics.mean(distinct_experts(x, w) for x, w in inputs)
         layer_bytes = distinct * EXPERT_BYTES + EXPERT_BYTES + ROUTER_BYTES
@@ -115,7 +162,8 @@ def main() -> None:
         gate_up_floor_us = gate_up_bytes / bandwidth * 1e6
         rows.append({
             "tokens": tokens, "layer_us": layer_us, "distinct_experts": distinct, "floor_us": floor_us,
-            "pct_of_floor": 100 * floor_us / layer_us, "grouped_mm_gate_up_us": gate_up_us,
+            "pct_of_floor": 100 * floor_us / layer_us, "eager_layer_us": eager_us, "gemv_layer_us": gemv_us,
+            "gemv_pct_of_floor": 100 * floor_us / gemv_us, "kernels": kernels, "grouped_mm_gate_up_us": gate_up_us,
             "grouped_mm_gate_up_floor_us": gate_up_floor_us,
             "grouped_mm_gate_up_pct_of_floor": 100 * gate_up_floor_us / gate_up_us,
         })
@@ -123,11 +171,18 @@ def main() -> None:
         torch.cuda.empty_cache()
 
     print(f"device {torch.cuda.get_device_name()}, copy bandwidth {bandwidth / 1e9:.0f} GB/s, {sets} weight set(s)\n")
-    print("| tokens | layer us | distinct experts | floor us | % of floor | _grouped_mm gate_up us | % of its floor |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| tokens | layer us (graph) | distinct experts | floor us | % of floor | eager us | GEMV layer us | "
+          "% of floor | _grouped_mm gate_up us | % of its floor |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['tokens']} | {r['layer_us']:.1f} | {r['distinct_experts']:.1f} | {r['floor_us']:.1f} | "
-              f"{r['pct_of_floor']:.1f} | {r['grouped_mm_gate_up_us']:.1f} | {r['grouped_mm_gate_up_pct_of_floor']:.1f} |")
+              f"{r['pct_of_floor']:.1f} | {r['eager_layer_us']:.1f} | {r['gemv_layer_us']:.1f} | {r['gemv_pct_of_floor']:.1f} | "
+              f"{r['grouped_mm_gate_up_us']:.1f} | {r['grouped_mm_gate_up_pct_of_floor']:.1f} |")
+    for r in rows:
+        if r["kernels"]:
+            print(f"\nkernels of the layer at {r['tokens']} token(s), us per call (% of kernel time):")
+            for name, us, pct in r["kernels"]:
+                print(f"  {us:8.1f}  {pct:5.1f}%  {name}")
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "bench_moe.json")
     with open(path, "w") as f:

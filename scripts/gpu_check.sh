@@ -6,6 +6,8 @@
 #             with transformers on the GPU, greedy MTP vs no MTP, device sampling, serving from the GPU)
 #   sanitize  compute-sanitizer memcheck over the CUDA kernel tests
 #   bench     the attention and MoE kernel benchmarks (JSON + tables)
+#   moe       the MoE kernels alone: their tests (against the CPU kernel, batch invariance) under
+#             compute-sanitizer, then the MoE layer benchmark with a per-kernel breakdown at 1, 4 and 16 tokens
 #   rate      the bf16 divergence rate of greedy MTP vs k = 0 on the GPU (scripts/mtp_divergence.py)
 #   invariant --batch_invariant on the GPU: its kernels under compute-sanitizer, the bf16 divergence rate of
 #             greedy MTP vs k = 0 with it (expected 0), and its cost in offline tokens/s (on vs off, graphs on)
@@ -66,6 +68,12 @@ for stage in $stages; do
         --batch-invariant --out "$out" 2>&1 | tail -8 || status=1
       timeout 400 python3 scripts/bench_offline.py --devices cuda:0 --dtype bfloat16 --ks 0 1 2 3 --batch-invariant both \
         --batch-sizes 1 8 32 64 --out "$out/offline_gpu_batch_invariant.json" 2>&1 | tail -40 || status=1 ;;
+    moe)
+      timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -p no:cacheprovider \
+        tests/test_cuda_moe.py tests/test_batch_invariance.py -k moe > "$out/sanitizer_moe.log" 2>&1 || status=1
+      tail -5 "$out/sanitizer_moe.log"
+      timeout 240 python3 scripts/bench_moe.py --tokens 1 4 8 16 64 256 --breakdown 1 4 16 --out "$out" 2>&1 | tail -45 \
+        || status=1 ;;
     rate)
       timeout 240 python3 scripts/mtp_divergence.py --devices cuda:0 --dtype bfloat16 --out "$out" 2>&1 | tail -8 \
         || status=1 ;;

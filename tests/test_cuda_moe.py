@@ -99,7 +99,7 @@ SHAPES = [  # experts, hidden, inter, top_k
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-@pytest.mark.parametrize("tokens", [1, 4, 300])
+@pytest.mark.parametrize("tokens", [1, 4, 16, 300])
 @pytest.mark.parametrize("shape", SHAPES, ids=["tiny", "inter20", "hidden7168"])
 @pytest.mark.parametrize("routing", [random_routing, skewed_routing], ids=["random", "skewed"])
 def test_moe_experts(dtype, tokens, shape, routing):

@@ -66,7 +66,7 @@ at::Tensor gemv_experts(const at::Tensor& x_in, const at::Tensor& gate_up, const
   const int64_t tokens = x.size(0), hidden = x.size(1), inter = down.size(2), top_k = chosen.size(1);
   auto h = at::empty({tokens * top_k, inter}, x.options());
   auto out = at::empty({tokens, hidden}, x.options());
-  const int64_t per_launch = kMaxLaunchAssignments / top_k;
+  const int64_t per_launch = kMaxGemvLaunchAssignments / top_k;
   for (int64_t first = 0; first < tokens; first += per_launch) {
     const int64_t n = std::min(per_launch, tokens - first);
     const ExpertGemvLaunch p{x[first].data_ptr(), gate_up.data_ptr(), down.data_ptr(),

@@ -10,69 +10,148 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kRowsPerWarp = 4;  // hidden and inter are multiples of 4, so a warp's rows are all in range
 
-__device__ int64_t expert_of(const ExpertGemvLaunch& p, int64_t assignment) {
+// The launch's distinct experts in order of first appearance, built by each block in shared memory:
+// each expert's weights are then read once for all the assignments that chose it.
+struct ExpertSlots {
+  int expert[kMaxGemvLaunchAssignments];  // of each assignment
+  bool first[kMaxGemvLaunchAssignments];  // whether no earlier assignment chose the same expert
+  int slot_expert[kMaxGemvLaunchAssignments];
+  int count;
+};
+static_assert(kThreads >= kMaxGemvLaunchAssignments, "a thread per assignment builds the slots");
+
+__device__ int expert_of(const ExpertGemvLaunch& p, int64_t assignment) {
   const int64_t e = p.experts[assignment];
-  return e < 0 ? 0 : (e >= p.num_experts ? p.num_experts - 1 : e);  // memory safety only
+  return static_cast<int>(e < 0 ? 0 : (e >= p.num_experts ? p.num_experts - 1 : e));  // memory safety only
 }
 
-// Dot products of one x row with kRowsPerWarp rows of `stride` apart.
-template <typename T>
-__device__ void warp_dots(const T* x, const T* rows, int64_t stride, int64_t n, float (&out)[kRowsPerWarp]) {
-  float tile[1][kRowsPerWarp];
-  warp_dot_tile<T, 1, kRowsPerWarp>(x, 0, 1, rows, stride, n, tile);
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) out[r] = tile[0][r];
-}
-
-// Grid (inter / (warps * rows per warp), assignments): h[a, i] = silu(gate_i . x) * (up_i . x).
-template <typename T>
-__global__ void expert_up_kernel(ExpertGemvLaunch p) {
-  const int64_t a = blockIdx.y, token = a / p.top_k;
-  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kRowsPerWarp;
-  if (first >= p.inter) return;
-  const T* x = static_cast<const T*>(p.x) + token * p.hidden;
-  const T* w = static_cast<const T*>(p.gate_up) + (expert_of(p, a) * 2 * p.inter + first) * p.hidden;
-  float gate[kRowsPerWarp], up[kRowsPerWarp];
-  warp_dots(x, w, p.hidden, p.hidden, gate);
-  warp_dots(x, w + p.inter * p.hidden, p.hidden, p.hidden, up);
-  if (threadIdx.x % 32 != 0) return;
-  T* h = static_cast<T*>(p.h) + a * p.inter + first;
-#pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    const float g = round_to<T>(gate[r]);
-    const float silu = round_to<T>(g / (1.0f + expf(-g)));
-    h[r] = from_float<T>(__fmul_rn(silu, round_to<T>(up[r])));
+__device__ void build_slots(const ExpertGemvLaunch& p, ExpertSlots& s) {
+  const int assignments = static_cast<int>(p.tokens * p.top_k), a = threadIdx.x;
+  if (a < assignments) s.expert[a] = expert_of(p, a);
+  __syncthreads();
+  bool first = a < assignments;
+  for (int j = 0; first && j < a; ++j) first = s.expert[j] != s.expert[a];
+  if (a < assignments) s.first[a] = first;
+  const int count = __syncthreads_count(first);
+  if (first) {
+    int slot = 0;
+    for (int j = 0; j < a; ++j) slot += s.first[j];
+    s.slot_expert[slot] = s.expert[a];
   }
+  if (a == 0) s.count = count;
+  __syncthreads();
 }
 
-// Grid (hidden / rows per warp, tokens): out[t, r] = sum_k weight_k * (down_r . h[t, k]). The block's
-// warps split the k experts of the same rows (a token's few experts alone leave most SMs idle), and
-// warp 0 sums their outputs in k order.
-template <typename T>
-__global__ void expert_down_kernel(ExpertGemvLaunch p) {
-  __shared__ float outputs[kMaxGemvTopK][kRowsPerWarp];
-  const int64_t token = blockIdx.y, first = static_cast<int64_t>(blockIdx.x) * kRowsPerWarp;
-  const int warp = threadIdx.x / 32;
-  for (int64_t k = warp; k < p.top_k; k += kWarps) {
-    const int64_t a = token * p.top_k + k;
-    float y[kRowsPerWarp];
-    warp_dots(static_cast<const T*>(p.h) + a * p.inter,
-              static_cast<const T*>(p.down) + (expert_of(p, a) * p.hidden + first) * p.inter, p.inter, p.inter, y);
-    if (threadIdx.x % 32 == 0) {
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) outputs[k][r] = round_to<T>(y[r]);
+// Calls f(members, n) for the assignments of expert e, M at a time in assignment order (n <= M).
+template <int M, typename F>
+__device__ void for_member_batches(const ExpertSlots& s, int assignments, int e, F&& f) {
+  int members[M], n = 0;
+  for (int base = 0; base < assignments; base += 32) {
+    const int a = base + threadIdx.x % 32;
+    unsigned mask = __ballot_sync(0xffffffffu, a < assignments && s.expert[a] == e);
+    while (mask != 0) {
+      members[n++] = base + __ffs(mask) - 1;
+      mask &= mask - 1;
+      if (n == M) {
+        f(members, n);
+        n = 0;
+      }
     }
   }
+  if (n > 0) f(members, n);
+}
+
+// Grid (inter / (warps * rows per warp), slots): h[a, i] = silu(gate_i . x) * (up_i . x) for every
+// assignment a of the block's expert, M of them per pass over the expert's rows.
+template <typename T, int M>
+__global__ void __launch_bounds__(kThreads) expert_up_kernel(ExpertGemvLaunch p) {
+  __shared__ ExpertSlots slots;
+  build_slots(p, slots);
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kRowsPerWarp;
+  if (static_cast<int>(blockIdx.y) >= slots.count || first >= p.inter) return;
+  const int e = slots.slot_expert[blockIdx.y];
+  const T* gate = static_cast<const T*>(p.gate_up) + (e * 2 * p.inter + first) * p.hidden;
+  const T* w[2 * kRowsPerWarp];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) {
+    w[r] = gate + r * p.hidden;
+    w[kRowsPerWarp + r] = gate + (p.inter + r) * p.hidden;
+  }
+  const int lane = threadIdx.x % 32;
+  for_member_batches<M>(slots, static_cast<int>(p.tokens * p.top_k), e, [&](const int (&a)[M], int n) {
+    const T* xs[M];
+#pragma unroll
+    for (int m = 0; m < M; ++m) xs[m] = static_cast<const T*>(p.x) + a[m < n ? m : 0] / p.top_k * p.hidden;
+    float dots[M][2 * kRowsPerWarp];
+    warp_dot_rows<T, M, 2 * kRowsPerWarp>(xs, n, w, p.hidden, dots);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        if (lane != m * kRowsPerWarp + r || m >= n) continue;
+        const float g = round_to<T>(dots[m][r]);
+        const float silu = round_to<T>(g / (1.0f + expf(-g)));
+        static_cast<T*>(p.h)[a[m] * p.inter + first + r] =
+            from_float<T>(__fmul_rn(silu, round_to<T>(dots[m][kRowsPerWarp + r])));
+      }
+    }
+  });
+}
+
+// Grid (hidden / rows per warp): out[t, r] = sum_k weight_k * (down_r . h[t, k]). The block's warps
+// split the distinct experts of the same rows (a step's few experts alone would leave most SMs idle),
+// and the block sums each token's expert outputs in k order.
+template <typename T, int M>
+__global__ void __launch_bounds__(kThreads) expert_down_kernel(ExpertGemvLaunch p) {
+  __shared__ ExpertSlots slots;
+  __shared__ float outputs[kMaxGemvLaunchAssignments][kRowsPerWarp];
+  build_slots(p, slots);
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kRowsPerWarp;
+  const int lane = threadIdx.x % 32, assignments = static_cast<int>(p.tokens * p.top_k);
+  for (int s = threadIdx.x / 32; s < slots.count; s += kWarps) {
+    const int e = slots.slot_expert[s];
+    const T* w[kRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) w[r] = static_cast<const T*>(p.down) + (e * p.hidden + first + r) * p.inter;
+    for_member_batches<M>(slots, assignments, e, [&](const int (&a)[M], int n) {
+      const T* hs[M];
+#pragma unroll
+      for (int m = 0; m < M; ++m) hs[m] = static_cast<const T*>(p.h) + a[m < n ? m : 0] * p.inter;
+      float y[M][kRowsPerWarp];
+      warp_dot_rows<T, M, kRowsPerWarp>(hs, n, w, p.inter, y);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r) {
+          if (lane == m * kRowsPerWarp + r && m < n) outputs[a[m]][r] = round_to<T>(y[m][r]);
+        }
+      }
+    });
+  }
   __syncthreads();
-  if (threadIdx.x >= kRowsPerWarp) return;
-  float sum = 0.0f;
-  for (int64_t k = 0; k < p.top_k; ++k) sum += p.weights[token * p.top_k + k] * outputs[k][threadIdx.x];
-  static_cast<T*>(p.out)[token * p.hidden + first + threadIdx.x] = from_float<T>(sum);
+  for (int i = threadIdx.x; i < p.tokens * kRowsPerWarp; i += kThreads) {
+    const int64_t token = i / kRowsPerWarp;
+    const int r = i % kRowsPerWarp;
+    float sum = 0.0f;
+    for (int64_t k = 0; k < p.top_k; ++k) sum += p.weights[token * p.top_k + k] * outputs[token * p.top_k + k][r];
+    static_cast<T*>(p.out)[token * p.hidden + first + r] = from_float<T>(sum);
+  }
 }
 
 unsigned blocks_for_rows(int64_t rows) {
   constexpr int64_t per_block = kWarps * kRowsPerWarp;
   return static_cast<unsigned>((rows + per_block - 1) / per_block);
+}
+
+// One token's experts are all distinct: one assignment per pass. Several tokens share experts.
+template <typename T, int M>
+cudaError_t launch_with(const ExpertGemvLaunch& p, cudaStream_t stream) {
+  const int64_t slots = p.tokens * p.top_k < p.num_experts ? p.tokens * p.top_k : p.num_experts;
+  expert_up_kernel<T, M>
+      <<<dim3(blocks_for_rows(p.inter), static_cast<unsigned>(slots)), kThreads, 0, stream>>>(p);
+  if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
+  expert_down_kernel<T, M><<<static_cast<unsigned>(p.hidden / kRowsPerWarp), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -82,15 +161,10 @@ cudaError_t launch_expert_gemv(const ExpertGemvLaunch& p, cudaStream_t stream) {
   return dispatch(p.dtype, [&](auto t) {
     using T = decltype(t);
     if (p.hidden % kChunkElems<T> != 0 || p.inter % kChunkElems<T> != 0 || p.top_k > kMaxGemvTopK ||
-        p.tokens * p.top_k > kMaxLaunchAssignments) {
+        p.tokens * p.top_k > kMaxGemvLaunchAssignments) {
       return cudaErrorInvalidValue;
     }
-    expert_up_kernel<T><<<dim3(blocks_for_rows(p.inter), static_cast<unsigned>(p.tokens * p.top_k)), kThreads, 0,
-                          stream>>>(p);
-    if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
-    const unsigned row_groups = static_cast<unsigned>(p.hidden / kRowsPerWarp);
-    expert_down_kernel<T><<<dim3(row_groups, static_cast<unsigned>(p.tokens)), kThreads, 0, stream>>>(p);
-    return cudaGetLastError();
+    return p.tokens == 1 ? launch_with<T, 1>(p, stream) : launch_with<T, kRowsPerWarp>(p, stream);
   });
 }
 

@@ -1,22 +1,22 @@
 #pragma once
-// Routed experts as GEMVs, one (token, expert) assignment at a time, in two launches. At a handful of
-// assignments (decode and verify at small batch) the step reads each selected expert's weights once
-// and is bound by launch latency, not by a grouped GEMM's tiles. Each output row is a warp's dot
-// product (warp_dot.cuh), so a token's result does not depend on the other tokens of the step: under
-// --batch_invariant every MoE step runs here, whatever its size.
+// Routed experts as GEMVs over the distinct experts of a few assignments, in two launches. At a
+// handful of tokens (decode and verify at small batch) the step reads each selected expert's weights
+// once, for every assignment that chose it, and is bound by memory bandwidth, not by a grouped
+// GEMM's tiles. Each output row is a warp's dot product (warp_dot.cuh), so a token's result does not
+// depend on the other tokens of the step: under --batch_invariant every MoE step runs here, whatever
+// its size.
 #include "kernels/cuda/dtype.cuh"
 
 namespace mtpserve::kernels::cuda {
 
 // Assignments (tokens x top_k) up to which the fast path runs the routed experts as GEMVs: beyond
-// this, tokens share experts and a grouped GEMM reads each expert's weights once for all of them.
-// Measured at DeepSeek-V3's dims on an H100: 72% of the weight-read floor at 1 token (8
-// assignments), but 64% at 4 tokens, where a grouped GEMM gets 79%.
-constexpr int64_t kMaxGemvAssignments = 16;
+// this, a grouped GEMM's tensor-core tiles serve an expert's many tokens better.
+constexpr int64_t kMaxGemvAssignments = 64;
 // Experts per token the GEMVs take (DeepSeek-V3 routes to 8).
 constexpr int64_t kMaxGemvTopK = 32;
-// Assignments one launch takes (a grid dimension); callers split larger steps by tokens.
-constexpr int64_t kMaxLaunchAssignments = 65535;
+// Assignments one launch takes (each block groups them by expert in shared memory); callers split
+// larger steps by tokens.
+constexpr int64_t kMaxGemvLaunchAssignments = 128;
 
 struct ExpertGemvLaunch {
   const void* x;           // [tokens, hidden]
@@ -31,7 +31,7 @@ struct ExpertGemvLaunch {
 };
 // Rounds as the grouped path does: gate, up and each expert's output to the dtype, silu(gate) too,
 // the weighted sum in fp32 over k in order. Needs hidden and inter multiples of 16 bytes of the dtype,
-// 16-byte aligned rows, and tokens * top_k <= kMaxLaunchAssignments.
+// 16-byte aligned rows, and tokens * top_k <= kMaxGemvLaunchAssignments.
 cudaError_t launch_expert_gemv(const ExpertGemvLaunch& p, cudaStream_t stream);
 
 }  // namespace mtpserve::kernels::cuda

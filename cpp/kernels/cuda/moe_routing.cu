@@ -38,17 +38,28 @@ __device__ void warp_top2(float& best, float& second) {
 }
 
 // Score of each of the n_group groups (the sum of its two best biased scores), lane g holding group g's.
+// Eight groups' warp reductions at a time, so their shuffles overlap instead of running one by one.
 __device__ float group_score(const float* choice, int groups, int per_group, int lane) {
+  constexpr int kAtOnce = 8;
   float mine = -INFINITY;
-  for (int g = 0; g < groups; ++g) {
-    float best = -INFINITY, second = -INFINITY;
-    for (int e = g * per_group + lane; e < (g + 1) * per_group; e += 32) {
-      const float v = choice[e];
-      second = fmaxf(second, fminf(best, v));
-      best = fmaxf(best, v);
+  for (int g0 = 0; g0 < groups; g0 += kAtOnce) {
+    float best[kAtOnce], second[kAtOnce];
+#pragma unroll
+    for (int i = 0; i < kAtOnce; ++i) {
+      best[i] = second[i] = -INFINITY;
+      const int g = g0 + i;
+      for (int e = g * per_group + lane; g < groups && e < (g + 1) * per_group; e += 32) {
+        const float v = choice[e];
+        second[i] = fmaxf(second[i], fminf(best[i], v));
+        best[i] = fmaxf(best[i], v);
+      }
     }
-    warp_top2(best, second);
-    if (lane == g) mine = best + second;
+#pragma unroll
+    for (int i = 0; i < kAtOnce; ++i) warp_top2(best[i], second[i]);
+#pragma unroll
+    for (int i = 0; i < kAtOnce; ++i) {
+      if (lane == g0 + i) mine = best[i] + second[i];
+    }
   }
   return mine;
 }
@@ -77,9 +88,23 @@ __global__ void route_kernel(RouteLaunch p) {
   float* score = route_smem + warp * 2 * experts;
   float* choice = score + experts;
   const float* logits = p.logits + token * experts;
-  for (int e = lane; e < experts; e += 32) {
-    score[e] = 1.0f / (1.0f + expf(-logits[e]));
-    choice[e] = score[e] + p.bias[e];
+  // Eight loads per lane in flight at once, so that their latencies overlap.
+  constexpr int kLoads = 8;
+  for (int base = 0; base < experts; base += 32 * kLoads) {
+    float logit[kLoads], bias[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int e = base + 32 * i + lane;
+      logit[i] = e < experts ? logits[e] : 0.0f;
+      bias[i] = e < experts ? p.bias[e] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int e = base + 32 * i + lane;
+      if (e >= experts) continue;
+      score[e] = 1.0f / (1.0f + expf(-logit[i]));
+      choice[e] = score[e] + bias[i];
+    }
   }
   __syncwarp();
   const unsigned eligible_groups =
