@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from bench_moe import copy_bandwidth
+from bench_moe import copy_bandwidth, kernel_times
 from mtpserve import _C
 from mtpserve.config import parse_config
 from mtpserve.sampling_params import SamplingParams
@@ -104,17 +104,19 @@ def engine(config, target, mtp, caches, mtp_cache, k: int, batch: int) -> _C.Eng
     return _C.Engine(c, target, caches, mtp if k else None, mtp_cache if k else None)
 
 
-def decode_window(eng, prompts, max_tokens: int, tag: str, futures=None) -> dict:
+def decode_window(eng, prompts, max_tokens: int, tag: str, futures=None, profile: bool = False) -> dict:
     """The window in which every sequence decodes (from the moment all have their first token to the moment
     the first one finishes): device seconds per target step and per drafting, steps, wall seconds, tokens
     emitted and drafts accepted in it, and every sequence's output. `futures`: drafts injected per sequence
-    (Engine.override_drafts: the MTP layer still runs, its drafts are replaced)."""
+    (Engine.override_drafts: the MTP layer still runs, its drafts are replaced). `profile`: the window's
+    kernels under torch.profiler, as "kernels" (name, us per step, share)."""
     params = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True).to_cpp()
     for i, prompt in enumerate(prompts):
         eng.add_request(f"{tag}-{i}", prompt, params)
         if futures is not None:
             eng.override_drafts(f"{tag}-{i}", futures[i])
     outputs, finished, start, end, emitted = {}, 0, None, None, 0
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) if profile else None
     while finished < len(prompts):
         for o in eng.get_outputs(1.0):
             outputs.setdefault(o.request_id, []).extend(o.token_ids)
@@ -124,14 +126,20 @@ def decode_window(eng, prompts, max_tokens: int, tag: str, futures=None) -> dict
             raise RuntimeError(eng.error())
         if start is None and len(outputs) == len(prompts):
             start, started = eng.stats(), time.perf_counter()
+            if prof:
+                prof.start()
         if end is None and finished:
             end, ended = eng.stats(), time.perf_counter()
+            if prof:
+                torch.cuda.synchronize()
+                prof.stop()
     steps = end.steps - start.steps
     return {"target_s": (end.target_seconds - start.target_seconds) / steps,
             "draft_s": (end.draft_seconds - start.draft_seconds) / steps, "steps": steps,
             "wall_s": ended - started, "tokens": emitted,
             "accepted": end.spec.accepted_tokens - start.spec.accepted_tokens,
-            "outputs": [outputs[f"{tag}-{i}"] for i in range(len(prompts))]}
+            "outputs": [outputs[f"{tag}-{i}"] for i in range(len(prompts))],
+            "kernels": kernel_times(prof, steps)[:15] if prof else []}
 
 
 def with_acceptance(outputs: list[list[int]], rate: float, gen: torch.Generator) -> list[list[int]]:
@@ -188,6 +196,7 @@ def main() -> None:
     parser.add_argument("--acceptance", type=float, default=None,
                         help="P1: for k > 0, inject drafts taken from the k = 0 run's outputs, each right with this "
                              "probability, and compare the speedup with its ideal")
+    parser.add_argument("--profile", action="store_true", help="print each run's kernels per decode step")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     if args.acceptance is not None and args.ks[0] != 0:
@@ -211,13 +220,13 @@ def main() -> None:
                 if k > 0 and args.acceptance is not None:
                     futures = with_acceptance(reference["outputs"], args.acceptance, gen)
                 # Prefill takes about one step per sequence: long enough outputs leave a window of pure decode.
-                w = decode_window(eng, prompts, 2 * batch + args.decode_tokens, f"b{batch}k{k}", futures)
+                w = decode_window(eng, prompts, 2 * batch + args.decode_tokens, f"b{batch}k{k}", futures, args.profile)
                 eng.shutdown()
                 reference = reference or w
                 floor_s = floor_bytes(batch, k) / bandwidth
                 r = {"batch_invariant": invariant, "batch": batch, "k": k, "step_us": w["target_s"] * 1e6,
                      "floor_us": floor_s * 1e6, "percent_of_floor": 100 * floor_s / w["target_s"],
-                     "decode_steps": w["steps"]}
+                     "draft_us": w["draft_s"] * 1e6, "decode_steps": w["steps"], "kernels": w["kernels"]}
                 if futures is not None:
                     r |= p1(w, reference, batch, k)
                 results.append(r)
@@ -235,6 +244,13 @@ def main() -> None:
               f"{r['floor_us']:.0f} | {r['percent_of_floor']:.0f}% | {ratio:.2f} | {cost:.2f} |")
     if args.acceptance is not None:
         print_p1(results, args.acceptance)
+    for r in results:
+        if r["kernels"]:
+            busy = sum(us for _, us, _ in r["kernels"]) / sum(share for _, _, share in r["kernels"]) * 100
+            print(f"\nB = {r['batch']}, k = {r['k']}: target step {r['step_us']:.0f} us + drafting {r['draft_us']:.0f} us "
+                  f"(engine's CUDA events); kernels {busy:.0f} us per step, the 15 longest, us (share):")
+            for name, us, share in r["kernels"]:
+                print(f"  {us:8.1f}  {share:5.1f}%  {name}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(0), "copy_bandwidth": bandwidth, "results": results}, f,
