@@ -25,9 +25,17 @@ __device__ int expert_of(const ExpertGemvLaunch& p, int64_t assignment) {
   return static_cast<int>(e < 0 ? 0 : (e >= p.num_experts ? p.num_experts - 1 : e));  // memory safety only
 }
 
+// M == 1 launches hold one token, whose experts are all distinct: its assignments are the slots.
+template <int M>
 __device__ void build_slots(const ExpertGemvLaunch& p, ExpertSlots& s) {
   const int assignments = static_cast<int>(p.tokens * p.top_k), a = threadIdx.x;
   if (a < assignments) s.expert[a] = expert_of(p, a);
+  if constexpr (M == 1) {
+    if (a < assignments) s.slot_expert[a] = s.expert[a];
+    if (a == 0) s.count = assignments;
+    __syncthreads();
+    return;
+  }
   __syncthreads();
   bool first = a < assignments;
   for (int j = 0; first && j < a; ++j) first = s.expert[j] != s.expert[a];
@@ -42,10 +50,16 @@ __device__ void build_slots(const ExpertGemvLaunch& p, ExpertSlots& s) {
   __syncthreads();
 }
 
-// Calls f(members, n) for the assignments of expert e, M at a time in assignment order (n <= M).
+// Calls f(members, n) for the assignments of slot `slot`, M at a time in assignment order (n <= M).
 template <int M, typename F>
-__device__ void for_member_batches(const ExpertSlots& s, int assignments, int e, F&& f) {
+__device__ void for_member_batches(const ExpertSlots& s, int assignments, int slot, F&& f) {
   int members[M], n = 0;
+  if constexpr (M == 1) {
+    members[0] = slot;
+    f(members, 1);
+    return;
+  }
+  const int e = s.slot_expert[slot];
   for (int base = 0; base < assignments; base += 32) {
     const int a = base + threadIdx.x % 32;
     unsigned mask = __ballot_sync(0xffffffffu, a < assignments && s.expert[a] == e);
@@ -66,7 +80,7 @@ __device__ void for_member_batches(const ExpertSlots& s, int assignments, int e,
 template <typename T, int M>
 __global__ void __launch_bounds__(kThreads) expert_up_kernel(ExpertGemvLaunch p) {
   __shared__ ExpertSlots slots;
-  build_slots(p, slots);
+  build_slots<M>(p, slots);
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kRowsPerWarp;
   if (static_cast<int>(blockIdx.y) >= slots.count || first >= p.inter) return;
   const int e = slots.slot_expert[blockIdx.y];
@@ -78,7 +92,7 @@ __global__ void __launch_bounds__(kThreads) expert_up_kernel(ExpertGemvLaunch p)
     w[kRowsPerWarp + r] = gate + (p.inter + r) * p.hidden;
   }
   const int lane = threadIdx.x % 32;
-  for_member_batches<M>(slots, static_cast<int>(p.tokens * p.top_k), e, [&](const int (&a)[M], int n) {
+  for_member_batches<M>(slots, static_cast<int>(p.tokens * p.top_k), blockIdx.y, [&](const int (&a)[M], int n) {
     const T* xs[M];
 #pragma unroll
     for (int m = 0; m < M; ++m) xs[m] = static_cast<const T*>(p.x) + a[m < n ? m : 0] / p.top_k * p.hidden;
@@ -105,7 +119,7 @@ template <typename T, int M>
 __global__ void __launch_bounds__(kThreads) expert_down_kernel(ExpertGemvLaunch p) {
   __shared__ ExpertSlots slots;
   __shared__ float outputs[kMaxGemvLaunchAssignments][kRowsPerWarp];
-  build_slots(p, slots);
+  build_slots<M>(p, slots);
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kRowsPerWarp;
   const int lane = threadIdx.x % 32, assignments = static_cast<int>(p.tokens * p.top_k);
   for (int s = threadIdx.x / 32; s < slots.count; s += kWarps) {
@@ -113,7 +127,7 @@ __global__ void __launch_bounds__(kThreads) expert_down_kernel(ExpertGemvLaunch 
     const T* w[kRowsPerWarp];
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) w[r] = static_cast<const T*>(p.down) + (e * p.hidden + first + r) * p.inter;
-    for_member_batches<M>(slots, assignments, e, [&](const int (&a)[M], int n) {
+    for_member_batches<M>(slots, assignments, s, [&](const int (&a)[M], int n) {
       const T* hs[M];
 #pragma unroll
       for (int m = 0; m < M; ++m) hs[m] = static_cast<const T*>(p.h) + a[m < n ? m : 0] * p.inter;

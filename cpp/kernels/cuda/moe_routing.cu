@@ -38,9 +38,9 @@ __device__ void warp_top2(float& best, float& second) {
 }
 
 // Score of each of the n_group groups (the sum of its two best biased scores), lane g holding group g's.
-// Eight groups' warp reductions at a time, so their shuffles overlap instead of running one by one.
+// Four groups' warp reductions at a time, so that their shuffles overlap.
 __device__ float group_score(const float* choice, int groups, int per_group, int lane) {
-  constexpr int kAtOnce = 8;
+  constexpr int kAtOnce = 4;
   float mine = -INFINITY;
   for (int g0 = 0; g0 < groups; g0 += kAtOnce) {
     float best[kAtOnce], second[kAtOnce];
