@@ -1,5 +1,5 @@
-"""Tensor parallelism of the C++ model over gloo: two real processes (torch.multiprocessing) whose
-TP=2 shards give the TP=1 hidden states and logits, for the target model and the MTP layer."""
+"""Tensor parallelism of the C++ model over gloo: two and four real processes (torch.multiprocessing) whose
+shards give the TP=1 hidden states and logits, for the target model and the MTP layer."""
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -29,9 +29,9 @@ def forwards(model, seed=0):
     return out
 
 
-def tp_rank(rank, port, model_dir, out_file, ep_size=1):
-    """Rank `rank` of two: forwards() of its shards (experts whole with ep_size 2); rank 0 saves them."""
-    tp = distributed.init_tensor_parallel(rank, 2, f"127.0.0.1:{port}", ep_size=ep_size)
+def tp_rank(rank, port, model_dir, out_file, ep_size=1, world=2):
+    """Rank `rank` of `world`: forwards() of its shards (experts whole with ep_size = world); rank 0 saves them."""
+    tp = distributed.init_tensor_parallel(rank, world, f"127.0.0.1:{port}", ep_size=ep_size)
     try:
         model = load_model(model_dir, "float32", with_mtp=True, tp=tp)
         result = forwards(model)
@@ -41,10 +41,11 @@ def tp_rank(rank, port, model_dir, out_file, ep_size=1):
         distributed.destroy()
 
 
-def test_tp2_matches_tp1(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("world", [2, 4])
+def test_tp_matches_tp1(world, tiny_model_dir, tmp_path):
     expected = forwards(load_model(tiny_model_dir, "float32", with_mtp=True))
-    out_file = tmp_path / "tp2.pt"
-    mp.spawn(tp_rank, args=(free_port_pair(), str(tiny_model_dir), str(out_file)), nprocs=2, join=True)
+    out_file = tmp_path / f"tp{world}.pt"
+    mp.spawn(tp_rank, args=(free_port_pair(), str(tiny_model_dir), str(out_file), 1, world), nprocs=world, join=True)
     got = torch.load(out_file)
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
