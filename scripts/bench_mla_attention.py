@@ -19,31 +19,16 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 
 import torch
 
+from gpu_timing import copy_bandwidth, graph_us
 from mtpserve import _C
 
 HEADS, LORA, ROPE, BLOCK, CONTEXT = 16, 512, 64, 64, 8192
 DIM = LORA + ROPE
 BF16 = 2
 ROTATION_BYTES = 256 << 20  # several times the H100/H200 L2 (50/60 MB)
-
-
-def median_us(fn, reps: int, per_timing: int = 1, warmup: int = 3) -> float:
-    """Median over `reps` CUDA-event timings of fn(), divided by the calls fn makes (`per_timing`)."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / per_timing)
-    return statistics.median(times)
 
 
 def attention_us(calls: list[tuple], reps: int) -> float:
@@ -55,26 +40,7 @@ def attention_us(calls: list[tuple], reps: int) -> float:
         for i in range(inner):
             _C.mla_attention(*calls[i % len(calls)])
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        run_all()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        run_all()
-    us = median_us(graph.replay, reps, per_timing=inner)
-    del graph
-    return us
-
-
-def copy_bandwidth(reps: int) -> float:
-    """Bytes read + written per second of a 1 GiB device-to-device copy_."""
-    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    us = median_us(lambda: dst.copy_(src), reps)
-    del src, dst
-    return 2 * (1 << 30) / (us * 1e-6)
+    return graph_us(run_all, inner, reps)
 
 
 def kv_sets(batch: int, gen: torch.Generator):

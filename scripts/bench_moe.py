@@ -14,11 +14,13 @@ at a time.
 import argparse
 import json
 import os
+import itertools
 import statistics
 
 import torch
 import torch.nn.functional as F
 
+from gpu_timing import copy_bandwidth, graph_us, kernel_times, median_us
 from mtpserve import _C
 
 HIDDEN, INTER, EXPERTS, TOP_K, N_GROUP, TOPK_GROUP, SCALE = 7168, 2048, 256, 8, 8, 4, 2.5
@@ -27,48 +29,19 @@ EXPERT_BYTES = 3 * HIDDEN * INTER * BF16
 ROUTER_BYTES = EXPERTS * HIDDEN * 4
 
 
-def median_us(fn, inputs, reps: int, warmup: int = 5) -> float:
-    """Median of `reps` single-call timings (CUDA events), cycling through `inputs`."""
-    for i in range(warmup):
-        fn(*inputs[i % len(inputs)])
-    times = []
-    for i in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        args = inputs[i % len(inputs)]
-        start.record()
-        fn(*args)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+def eager_median_us(fn, inputs, reps: int) -> float:
+    """Median of `reps` single eager calls of fn, cycling through `inputs`."""
+    calls = itertools.cycle(inputs)
+    return median_us(lambda: fn(*next(calls)), reps, warmup=5)
 
 
-def graph_us(fn, inputs, reps: int) -> float:
+def layer_graph_us(fn, inputs, reps: int) -> float:
     """Per-call time of fn over every input in turn, replayed from one CUDA graph."""
     def run_all():
         for args in inputs:
             fn(*args)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        run_all()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        run_all()
-    us = median_us(lambda: graph.replay(), [()], reps) / len(inputs)
-    del graph
-    return us
-
-
-def copy_bandwidth(reps: int) -> float:
-    """Bytes read + written per second of a 1 GiB device-to-device copy_."""
-    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    us = median_us(lambda: dst.copy_(src), [()], reps)
-    del src, dst
-    return 2 * (1 << 30) / (us * 1e-6)
+    return graph_us(run_all, len(inputs), reps)
 
 
 def weight_set(seed: int) -> dict:
@@ -110,17 +83,6 @@ def breakdown(inputs, reps: int) -> list:
     return kernel_times(prof, reps)
 
 
-def kernel_times(prof, calls: int) -> list:
-    """(kernel, mean us per call, % of all kernel time) from a profile of `calls` calls, longest first."""
-    per_kernel = {}
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            name = e.name.replace("void ", "").replace("mtpserve::kernels::cuda::(anonymous namespace)::", "")[:90]
-            per_kernel[name] = per_kernel.get(name, 0.0) + e.time_range.elapsed_us()
-    total = sum(per_kernel.values())
-    return sorted(((name, us / calls, 100 * us / total) for name, us in per_kernel.items()), key=lambda k: -k[1])
-
-
 def grouped_gate_up_inputs(x: torch.Tensor, w: dict):
     """x rows grouped by expert and the int32 offsets, as moe_experts builds them (outside the timing)."""
     _, experts = route(x, w)
@@ -156,11 +118,12 @@ def main() -> None:
         inputs = [(torch.randn(tokens, HIDDEN, device="cuda", generator=gen).bfloat16(), weights[i % sets])
                   for i in range(max(args.input_sets, sets))]
         with torch.inference_mode():
-            layer_us = graph_us(moe_layer, inputs, args.reps)
-            eager_us = median_us(moe_layer, inputs, args.reps)
-            gemv_us = graph_us(gemv_moe_layer, inputs, args.reps)
+            layer_us = layer_graph_us(moe_layer, inputs, args.reps)
+            eager_us = eager_median_us(moe_layer, inputs, args.reps)
+            gemv_us = layer_graph_us(gemv_moe_layer, inputs, args.reps)
             kernels = breakdown(inputs, args.reps) if tokens in args.breakdown else []
-            gate_up_us = median_us(torch._grouped_mm, [grouped_gate_up_inputs(x, w) for x, w in inputs], args.reps)
+            gate_up_us = eager_median_us(torch._grouped_mm, [grouped_gate_up_inputs(x, w) for x, w in inputs],
+                                         args.reps)
             distinct = statistics.mean(distinct_experts(x, w) for x, w in inputs)
         layer_bytes = distinct * EXPERT_BYTES + EXPERT_BYTES + ROUTER_BYTES
         gate_up_bytes = distinct * EXPERT_BYTES * 2 / 3

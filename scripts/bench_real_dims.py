@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from bench_moe import copy_bandwidth, kernel_times
+from gpu_timing import copy_bandwidth, kernel_times
 from mtpserve import _C
 from mtpserve.config import parse_config
 from mtpserve.sampling_params import SamplingParams

@@ -1,0 +1,55 @@
+"""CUDA-event timing shared by the GPU benchmarks: medians of single calls, calls replayed from one CUDA
+graph (as the engine runs decode steps, so host launch gaps do not count), the copy bandwidth that the
+floors are measured against, and a profile's kernels."""
+import statistics
+
+import torch
+
+
+def median_us(fn, reps: int, per_timing: int = 1, warmup: int = 3) -> float:
+    """Median over `reps` CUDA-event timings of fn(), divided by the calls fn makes (`per_timing`)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / per_timing)
+    return statistics.median(times)
+
+
+def graph_us(run_all, calls: int, reps: int) -> float:
+    """Per-call time of run_all(), which makes `calls` calls, replayed from a CUDA graph it is captured in."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        run_all()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run_all()
+    us = median_us(graph.replay, reps, per_timing=calls)
+    del graph
+    return us
+
+
+def copy_bandwidth(reps: int) -> float:
+    """Bytes read + written per second of a 1 GiB device-to-device copy_."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    us = median_us(lambda: dst.copy_(src), reps)
+    return 2 * (1 << 30) / (us * 1e-6)
+
+
+def kernel_times(prof, calls: int) -> list:
+    """(kernel, mean us per call, % of all kernel time) from a profile of `calls` calls, longest first."""
+    per_kernel = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            name = e.name.replace("void ", "").replace("mtpserve::kernels::cuda::(anonymous namespace)::", "")[:90]
+            per_kernel[name] = per_kernel.get(name, 0.0) + e.time_range.elapsed_us()
+    total = sum(per_kernel.values())
+    return sorted(((name, us / calls, 100 * us / total) for name, us in per_kernel.items()), key=lambda k: -k[1])
