@@ -8,7 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
-#include <sstream>
+#include <string>
 #include <unordered_map>
 
 #include "core/block_manager.h"
@@ -128,10 +128,9 @@ void bind_sequence(py::module_& m) {
       .def_property_readonly("is_finished", &Sequence::is_finished)
       .def("append_token", &Sequence::append_token, py::arg("token"))
       .def("__repr__", [](const Sequence& s) {
-        std::ostringstream os;
-        os << "Sequence(id=" << s.id << ", num_tokens=" << s.num_tokens()
-           << ", num_computed_tokens=" << s.num_computed_tokens << ", blocks=" << s.block_table.size() << ")";
-        return os.str();
+        return "Sequence(id=" + std::to_string(s.id) + ", num_tokens=" + std::to_string(s.num_tokens()) +
+               ", num_computed_tokens=" + std::to_string(s.num_computed_tokens) +
+               ", blocks=" + std::to_string(s.block_table.size()) + ")";
       });
 }
 

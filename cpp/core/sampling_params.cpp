@@ -1,18 +1,30 @@
 #include "core/sampling_params.h"
 
-#include <sstream>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace mtpserve {
 
 namespace {
 
+// Numbers as a stream prints them (%g for floating point), without a stream: ostringstream crashed in
+// libstdc++'s locale code inside the extension on the lent GPUs' torch build.
+template <typename T>
+std::string text(T value) {
+  if constexpr (std::is_floating_point_v<T>) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", static_cast<double>(value));
+    return buf;
+  } else {
+    return std::to_string(value);
+  }
+}
+
 template <typename T>
 [[noreturn]] void reject(const char* field, T value, const char* expected) {
-  std::ostringstream msg;
-  msg << "SamplingParams." << field << " must be " << expected << ", got " << value;
-  throw std::invalid_argument(msg.str());
+  throw std::invalid_argument(std::string("SamplingParams.") + field + " must be " + expected + ", got " + text(value));
 }
 
 // Written as !(in range) so that NaN is rejected too.

@@ -2,20 +2,20 @@
 
 #include <ATen/ATen.h>
 
-#include <sstream>
 #include <stdexcept>
+#include <string>
 
 #include "dist/tensor_parallel.h"
 
 namespace mtpserve {
 
 namespace {
+// Without ostringstream, which crashed in libstdc++'s locale code inside the extension on the lent GPUs'
+// torch build.
 std::string shape_str(at::IntArrayRef shape) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << "]";
-  return out.str();
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
 }
 }  // namespace
 
