@@ -17,6 +17,7 @@ import time
 import torch
 
 from mtpserve import LLM, SamplingParams
+from mtpserve.engine_args import EngineArgs
 
 PROMPTS = [
     "What is the capital of France?", "Write a short poem about the sea.", "Explain how a transformer works.",
@@ -65,9 +66,9 @@ def main() -> None:
     parser.add_argument("--ks", type=int, nargs="+", default=[0], help="k = 0 and fixed-policy k's")
     parser.add_argument("--adaptive-k-max", type=int, nargs="*", default=[],
                         help="also the adaptive policy with each of these k_max")
-    parser.add_argument("--deferred-fill-positions", type=int, nargs="+", default=[0],
-                        help="the adaptive methods' engine --deferred_fill_positions; several: each side by side "
-                             "(0: the MTP fill runs every step)")
+    parser.add_argument("--deferred-fill-positions", type=int, nargs="+", default=None,
+                        help="the adaptive methods' engine --deferred_fill_positions (default: the engine's for "
+                             "--devices); several: each side by side (0: the MTP fill runs every step)")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--max-tokens", type=int, default=128)
@@ -80,7 +81,7 @@ def main() -> None:
     args = parser.parse_args()
     choices = {"off": [False], "on": [True], "both": [False, True]}
     modes, graph_modes = choices[args.batch_invariant], choices[args.graphs]
-    deferred = args.deferred_fill_positions
+    deferred = args.deferred_fill_positions or [EngineArgs(devices=args.devices).deferred_fill_positions]
     methods = [(k, "fixed", invariant, graphs, deferred[0]) for k in args.ks for invariant in modes
                for graphs in graph_modes]
     methods += [(k, "adaptive", invariant, graphs, d) for k in args.adaptive_k_max for d in deferred
@@ -108,7 +109,7 @@ def main() -> None:
             "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "dtype": args.dtype, "max_tokens": args.max_tokens,
             "temperature": args.temperature, "repeats": args.repeats,
-            "deferred_fill_positions": args.deferred_fill_positions}
+            "deferred_fill_positions": deferred}
     for invariant in modes:
         for graphs in graph_modes:
             if len(modes) > 1 or len(graph_modes) > 1:

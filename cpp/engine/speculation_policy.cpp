@@ -11,7 +11,7 @@ SpeculationPolicy::SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, 
   if (fill_every < 1) throw std::invalid_argument("SpeculationPolicy needs fill_every >= 1");
 }
 
-DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates) {
+DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates, NonDrafting others) {
   if (candidates.empty()) return {};
   if (!schedule_.empty()) {
     DraftPlan plan;
@@ -19,19 +19,30 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates)
       plan.drafts.push_back(std::clamp<int64_t>(schedule_[forced_plans_], 0, c.budget));
     }
     plan.step_k = *std::max_element(plan.drafts.begin(), plan.drafts.end());
+    plan.retire.assign(candidates.size(), false);
     forced_plans_ = (forced_plans_ + 1) % static_cast<int64_t>(schedule_.size());
     return plan;
   }
   if (kind_ == SpeculationPolicyKind::kFixed) return uniform(candidates, k_max_);
-  const auto bucket = static_cast<size_t>(StepCostModel::bucket(static_cast<int64_t>(candidates.size())));
-  if (plans_.size() <= bucket) plans_.resize(bucket + 1, 0);
-  const int64_t i = plans_[bucket]++;
+  const int64_t num_seqs = static_cast<int64_t>(candidates.size()) + others.seqs;
+  const auto b = static_cast<size_t>(StepCostModel::bucket(num_seqs));
+  if (buckets_.size() <= b) buckets_.resize(b + 1);
+  Bucket& bucket = buckets_[b];
+  const int64_t i = bucket.plans++;
   const int64_t warmup = kWarmupRounds * (k_max_ + 1);
   if (i < warmup) return uniform(candidates, i % (k_max_ + 1));
-  if ((i - warmup) % kProbeInterval == kProbeInterval - 1) {
-    return uniform(candidates, ((i - warmup) / kProbeInterval) % (k_max_ + 1));
+  // Probes run the k's other than the last chosen one (that one is measured anyway): one per interval,
+  // in turn; all of them in a row where the drafting cost goes unmeasured between probes (k = 0
+  // with deferred fills), so that the first, which catches up, is followed by plain drafting steps.
+  const int64_t burst = bucket.chosen_k == 0 && fill_every_ > 1 ? k_max_ : 1;
+  const int64_t phase = (i - warmup) % kProbeInterval - (kProbeInterval - burst);
+  if (phase >= 0) {
+    const int64_t k = burst > 1 ? phase : ((i - warmup) / kProbeInterval) % k_max_;
+    return uniform(candidates, k < bucket.chosen_k ? k : k + 1);
   }
-  return best(candidates);
+  DraftPlan chosen = best(candidates, others);
+  bucket.chosen_k = chosen.step_k;
+  return chosen;
 }
 
 DraftPlan SpeculationPolicy::uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const {
@@ -40,10 +51,11 @@ DraftPlan SpeculationPolicy::uniform(const std::vector<DraftCandidate>& candidat
     plan.drafts.push_back(std::clamp<int64_t>(c.pinned ? k_max_ : k, 0, c.budget));
     plan.step_k = std::max(plan.step_k, plan.drafts.back());
   }
+  plan.retire.assign(candidates.size(), false);
   return plan;
 }
 
-DraftPlan SpeculationPolicy::best(const std::vector<DraftCandidate>& candidates) const {
+DraftPlan SpeculationPolicy::best(const std::vector<DraftCandidate>& candidates, const NonDrafting& others) const {
   // reach[s][i]: probability that sequence s's drafts 1..i are all accepted (reach[s][0] = 1).
   std::vector<std::vector<double>> reach;
   for (const auto& c : candidates) {
@@ -52,53 +64,81 @@ DraftPlan SpeculationPolicy::best(const std::vector<DraftCandidate>& candidates)
     for (double pj : p) r.push_back(r.back() * pj);
     reach.push_back(std::move(r));
   }
+  const int64_t num_seqs = static_cast<int64_t>(candidates.size()) + others.seqs;
   DraftPlan chosen = uniform(candidates, 0);
-  Estimate base = estimate(candidates, reach, chosen);
+  Estimate base = estimate(candidates, reach, others, chosen);
   if (base.seconds <= 0) return uniform(candidates, k_max_);  // no timings yet: nothing to weigh
   double best_rate = base.tokens / base.seconds;
   for (int64_t k = 1; k <= k_max_; ++k) {
     DraftPlan plan = uniform(candidates, k);
-    const Estimate full = estimate(candidates, reach, plan);
-    trim(candidates, reach, full.seconds / full.tokens, plan);
-    const Estimate e = estimate(candidates, reach, plan);
+    const Estimate full = estimate(candidates, reach, others, plan);
+    trim(candidates, reach, full.seconds / full.tokens, num_seqs, plan);
+    const Estimate e = estimate(candidates, reach, others, plan);
     if (e.tokens / e.seconds > best_rate) {
       best_rate = e.tokens / e.seconds;
       chosen = std::move(plan);
     }
   }
+  retire(candidates, reach, others, chosen);
   return chosen;
 }
 
 void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,
                              const std::vector<std::vector<double>>& reach, double seconds_per_token,
-                             DraftPlan& plan) const {
-  const auto n = static_cast<int64_t>(candidates.size());
+                             int64_t num_seqs, DraftPlan& plan) const {
   for (size_t s = 0; s < candidates.size(); ++s) {
     int64_t& k = plan.drafts[s];
-    while (!candidates[s].pinned && k > 0 && reach[s][k] * seconds_per_token < costs_.seconds_per_draft(n)) --k;
+    while (!candidates[s].pinned && k > 0 && reach[s][k] * seconds_per_token < costs_.seconds_per_draft(num_seqs)) --k;
   }
   plan.step_k = *std::max_element(plan.drafts.begin(), plan.drafts.end());
 }
 
+void SpeculationPolicy::retire(const std::vector<DraftCandidate>& candidates,
+                               const std::vector<std::vector<double>>& reach, const NonDrafting& others,
+                               DraftPlan& plan) const {
+  if (fill_every_ == 1) return;  // nothing is deferred: no stash fills up
+  // The step's batch with every sequence a candidate (the retired ones too, at their mean context).
+  std::vector<DraftCandidate> batch = candidates;
+  for (int64_t i = 0; i < others.seqs; ++i) batch.push_back({-1, k_max_, others.context / others.seqs});
+  for (size_t s = 0; s < candidates.size(); ++s) {
+    const DraftCandidate& c = candidates[s];
+    plan.retire[s] = !c.pinned && plan.drafts[s] == 0 && c.stashed >= fill_every_ &&
+                     !drafting_pays(batch, std::vector<std::vector<double>>(batch.size(), reach[s]));
+  }
+}
+
+bool SpeculationPolicy::drafting_pays(const std::vector<DraftCandidate>& batch,
+                                      const std::vector<std::vector<double>>& reach) const {
+  const Estimate base = estimate(batch, reach, {}, uniform(batch, 0));
+  for (int64_t k = 1; k <= k_max_; ++k) {
+    const Estimate e = estimate(batch, reach, {}, uniform(batch, k));
+    if (e.tokens * base.seconds > base.tokens * e.seconds) return true;
+  }
+  return false;
+}
+
 SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftCandidate>& candidates,
                                                         const std::vector<std::vector<double>>& reach,
-                                                        const DraftPlan& plan) const {
-  double rows = 0, context = 0, tokens = 0, recursion_rows = 0, caught_up = 0;
+                                                        const NonDrafting& others, const DraftPlan& plan) const {
+  // The sequences the policy does not plan for add a row, a token and their context each.
+  double rows = static_cast<double>(others.seqs), context = static_cast<double>(others.context);
+  double tokens = static_cast<double>(others.seqs), recursion_rows = 0, fill_tokens = 0;
   for (size_t s = 0; s < candidates.size(); ++s) {
     const int64_t k = plan.drafts[s];
-    if (k > 0) caught_up += static_cast<double>(candidates[s].stashed);
     rows += 1 + k;
     context += static_cast<double>(candidates[s].context + k);
-    for (int64_t i = 0; i <= k; ++i) tokens += reach[s][i];
+    for (int64_t i = 0; i <= k; ++i) fill_tokens += reach[s][i];
     recursion_rows += std::max<int64_t>(k - 1, 0);
   }
+  tokens += fill_tokens;
   const double recursions = std::max<int64_t>(plan.step_k - 1, 0);
-  // The next fill runs over every position this step computes (its emitted tokens), now or deferred,
-  // and over the waiting positions of the sequences that draft.
-  const auto n = static_cast<int64_t>(candidates.size());
+  // The next fill runs over every position this step computes for the candidates (their emitted
+  // tokens), now or deferred. Waiting positions are not charged: k = 0 catches them up too once the
+  // stash is full, unless the sequence retires (then drafting does not pay for it anyway).
+  const int64_t num_seqs = static_cast<int64_t>(candidates.size()) + others.seqs;
   const double fixed_share = plan.step_k == 0 ? 1.0 / static_cast<double>(fill_every_) : 1.0;
-  const double seconds = costs_.verify_seconds(n, rows, context) +
-                         costs_.draft_seconds(n, tokens + caught_up, recursions, recursion_rows, fixed_share);
+  const double seconds = costs_.verify_seconds(num_seqs, rows, context) +
+                         costs_.draft_seconds(num_seqs, fill_tokens, recursions, recursion_rows, fixed_share);
   return {tokens, seconds};
 }
 

@@ -1,12 +1,18 @@
 #include "engine/step_cost_model.h"
 
+#include <algorithm>
+
 namespace mtpserve {
 
 namespace {
 
-// Each sample's weight halves after about 70 more in its bucket: long enough to average
+// Each sample's weight halves after about 70 decode steps of its bucket: long enough to average
 // step-time noise, short enough to follow a device whose speed drifts.
 constexpr double kForget = 0.99;
+// A decode step whose draft phase ran no forward ages the draft fit this many times as fast: a
+// drafting cost that has gone unmeasured for a probe interval keeps a trace of its weight only, so
+// the next fill (a probe's, a catch-up's) sets the estimate instead of nudging it.
+constexpr double kUnmeasuredAging = 10.0;
 
 }  // namespace
 
@@ -33,14 +39,18 @@ const StepCostModel::Fits* StepCostModel::find(int64_t num_seqs) const {
 }
 
 void StepCostModel::record_verify(int64_t num_seqs, int64_t rows, int64_t context, double seconds) {
-  fits(num_seqs).verify.add({1.0, static_cast<double>(rows), static_cast<double>(context)}, seconds);
+  Fits& f = fits(num_seqs);
+  f.verify.add({1.0, static_cast<double>(rows), static_cast<double>(context)}, seconds);
+  ++f.steps;
 }
 
 void StepCostModel::record_draft(int64_t num_seqs, int64_t fill_rows, int64_t recursions, int64_t recursion_rows,
                                  double seconds) {
-  fits(num_seqs).draft.add({1.0, static_cast<double>(fill_rows), static_cast<double>(recursions),
-                            static_cast<double>(recursion_rows)},
-                           seconds);
+  Fits& f = fits(num_seqs);
+  f.draft.add({1.0, static_cast<double>(fill_rows), static_cast<double>(recursions),
+               static_cast<double>(recursion_rows)},
+              seconds, 1.0 + kUnmeasuredAging * static_cast<double>(std::max<int64_t>(0, f.steps - f.steps_at_draft - 1)));
+  f.steps_at_draft = f.steps;
 }
 
 double StepCostModel::verify_seconds(int64_t num_seqs, double rows, double context) const {
