@@ -51,6 +51,7 @@ def run(llm: LLM, batch: int, max_tokens: int, temperature: float) -> dict:
     return {"batch": batch, "tokens_per_s": generated / elapsed, "seconds": elapsed, "steps": steps,
             "steps_by_k": by_k, "fill_skipped_steps": after.fill_skipped_steps - before.fill_skipped_steps,
             "caught_up_positions": after.caught_up_positions - before.caught_up_positions,
+            "retired": after.spec.retired - before.spec.retired,
             "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
             "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
             "target_ms_per_step": per_step["target_seconds"], "sample_ms_per_step": per_step["sample_seconds"],
@@ -157,8 +158,8 @@ def markdown_table(results: list[dict]) -> str:
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     lines = ["| method | batch | tokens/s | speedup vs k=0 | acceptance rate | mean acceptance length | "
              "target ms/step | draft ms/step | ideal speedup | speedup / ideal | chosen k = 0/1/2/3 (% of steps) | "
-             "fill skipped (% of steps) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "fill skipped (% of steps) | sequences retired from drafting |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         b = base.get(r["batch"])
         speedup = r["tokens_per_s"] / b["tokens_per_s"] if b else None
@@ -169,7 +170,8 @@ def markdown_table(results: list[dict]) -> str:
         lines.append(f"| {method_name(r)} | {r['batch']} | {r['tokens_per_s']:.0f} | {fmt(speedup, '.2f')} | "
                      f"{fmt(r['acceptance_rate'], '.3f')} | {fmt(r['mean_acceptance_length'], '.2f')} | "
                      f"{r['target_ms_per_step']:.3f} | {r['draft_ms_per_step']:.3f} | {fmt(ideal, '.2f')} | "
-                     f"{fmt(speedup / ideal if ideal else None, '.2f')} | {chosen_k(r)} | {fill_skipped(r)} |")
+                     f"{fmt(speedup / ideal if ideal else None, '.2f')} | {chosen_k(r)} | {fill_skipped(r)} | "
+                     f"{r.get('retired', 0) if r['k'] else '-'} |")
     return "\n".join(lines)
 
 

@@ -24,7 +24,8 @@ void bind_outputs(py::module_& m) {
       .def_readonly("draft_tokens", &SpecCounters::draft_tokens)
       .def_readonly("accepted_tokens", &SpecCounters::accepted_tokens)
       .def_readonly("accepted_per_position", &SpecCounters::accepted_per_position)
-      .def_readonly("steps_by_k", &SpecCounters::steps_by_k);
+      .def_readonly("steps_by_k", &SpecCounters::steps_by_k)
+      .def_readonly("retired", &SpecCounters::retired);
   py::class_<RequestOutput>(m, "RequestOutput")
       .def_readonly("request_id", &RequestOutput::request_id)
       .def_readonly("token_ids", &RequestOutput::token_ids)
