@@ -134,6 +134,19 @@ def test_a_full_stash_retires_a_sequence_whose_drafts_do_not_pay_and_no_other():
     assert policy.plan([(0, K_MAX, 100, True, 64)] + full[1:])[2] == [False] * 8
 
 
+def test_probes_skip_a_sequence_whose_drafts_fail():
+    """Probes (one of these 50 plans) draft uniformly, but not for a sequence whose measured acceptance
+    makes drafting not pay: that would only catch up its waiting positions."""
+    policy = retiring_policy(2)
+    feed_acceptance(policy, 0, 0, times=20)
+    feed_acceptance(policy, 1, 3, times=20)
+    batch = [(0, K_MAX, 100, False, 10), (1, K_MAX, 100, False, 10)]
+    plans = [policy.plan(batch) for _ in range(policy.probe_interval)]
+    assert all(drafts[0] == 0 for _, drafts, _ in plans) and any(drafts[1] > 0 for _, drafts, _ in plans)
+    unfailing = retiring_policy(2)  # no acceptance record: both lean on the engine-wide estimate
+    assert any(drafts[0] > 0 for _, drafts, _ in (unfailing.plan(batch) for _ in range(policy.probe_interval)))
+
+
 def test_retired_sequences_still_count_in_the_step_costs():
     """Beside 56 retired sequences, the policy plans for 8 with the 64-sequence bucket's costs: rows there so
     dear that drafting does not pay, though it would in a batch of 8."""

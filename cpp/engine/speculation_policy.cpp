@@ -36,13 +36,36 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   // with deferred fills), so that the first, which catches up, is followed by plain drafting steps.
   const int64_t burst = bucket.chosen_k == 0 && fill_every_ > 1 ? k_max_ : 1;
   const int64_t phase = (i - warmup) % kProbeInterval - (kProbeInterval - burst);
+  const std::vector<std::vector<double>> reach = reaches(candidates);
+  DraftPlan chosen;
   if (phase >= 0) {
     const int64_t k = burst > 1 ? phase : ((i - warmup) / kProbeInterval) % k_max_;
-    return uniform(candidates, k < bucket.chosen_k ? k : k + 1);
+    chosen = uniform(candidates, k < bucket.chosen_k ? k : k + 1);
+  } else {
+    chosen = best(candidates, reach, others);
+    bucket.chosen_k = chosen.step_k;
   }
-  DraftPlan chosen = best(candidates, others);
-  bucket.chosen_k = chosen.step_k;
+  // Sequences whose drafts fail take none, probes included (a probe would only catch them up), and
+  // retire once their stash is full.
+  const std::vector<bool> fail = failing(candidates, others);
+  for (size_t s = 0; s < candidates.size(); ++s) {
+    if (!fail[s]) continue;
+    chosen.drafts[s] = 0;
+    chosen.retire[s] = candidates[s].stashed >= fill_every_;
+  }
+  chosen.step_k = *std::max_element(chosen.drafts.begin(), chosen.drafts.end());
   return chosen;
+}
+
+std::vector<std::vector<double>> SpeculationPolicy::reaches(const std::vector<DraftCandidate>& candidates) const {
+  std::vector<std::vector<double>> reach;
+  for (const auto& c : candidates) {
+    const std::vector<double> p = acceptance_.sequence(c.seq_id);
+    std::vector<double> r{1.0};
+    for (double pj : p) r.push_back(r.back() * pj);
+    reach.push_back(std::move(r));
+  }
+  return reach;
 }
 
 DraftPlan SpeculationPolicy::uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const {
@@ -55,15 +78,8 @@ DraftPlan SpeculationPolicy::uniform(const std::vector<DraftCandidate>& candidat
   return plan;
 }
 
-DraftPlan SpeculationPolicy::best(const std::vector<DraftCandidate>& candidates, const NonDrafting& others) const {
-  // reach[s][i]: probability that sequence s's drafts 1..i are all accepted (reach[s][0] = 1).
-  std::vector<std::vector<double>> reach;
-  for (const auto& c : candidates) {
-    const std::vector<double> p = acceptance_.sequence(c.seq_id);
-    std::vector<double> r{1.0};
-    for (double pj : p) r.push_back(r.back() * pj);
-    reach.push_back(std::move(r));
-  }
+DraftPlan SpeculationPolicy::best(const std::vector<DraftCandidate>& candidates,
+                                  const std::vector<std::vector<double>>& reach, const NonDrafting& others) const {
   const int64_t num_seqs = static_cast<int64_t>(candidates.size()) + others.seqs;
   DraftPlan chosen = uniform(candidates, 0);
   Estimate base = estimate(candidates, reach, others, chosen);
@@ -79,7 +95,6 @@ DraftPlan SpeculationPolicy::best(const std::vector<DraftCandidate>& candidates,
       chosen = std::move(plan);
     }
   }
-  retire(candidates, reach, others, chosen);
   return chosen;
 }
 
@@ -93,18 +108,26 @@ void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,
   plan.step_k = *std::max_element(plan.drafts.begin(), plan.drafts.end());
 }
 
-void SpeculationPolicy::retire(const std::vector<DraftCandidate>& candidates,
-                               const std::vector<std::vector<double>>& reach, const NonDrafting& others,
-                               DraftPlan& plan) const {
-  if (fill_every_ == 1) return;  // nothing is deferred: no stash fills up
+std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& candidates,
+                                             const NonDrafting& others) const {
+  std::vector<bool> fail(candidates.size(), false);
+  if (fill_every_ == 1) return fail;  // nothing is deferred: nothing waits, nothing retires
   // The step's batch with every sequence a candidate (the retired ones too, at their mean context).
   std::vector<DraftCandidate> batch = candidates;
   for (int64_t i = 0; i < others.seqs; ++i) batch.push_back({-1, k_max_, others.context / others.seqs});
+  // Where drafts that are always accepted would not pay either, the costs decide, not the sequence.
+  if (!drafting_pays(batch, std::vector<std::vector<double>>(batch.size(), std::vector<double>(k_max_ + 1, 1.0)))) {
+    return fail;
+  }
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
-    plan.retire[s] = !c.pinned && plan.drafts[s] == 0 && c.stashed >= fill_every_ &&
-                     !drafting_pays(batch, std::vector<std::vector<double>>(batch.size(), reach[s]));
+    if (c.pinned || c.stashed == 0) continue;
+    // Its own record, not leaning on the others': drafts that have always been accepted never fail.
+    std::vector<double> r{1.0};
+    for (double pj : acceptance_.measured(c.seq_id)) r.push_back(r.back() * pj);
+    fail[s] = !drafting_pays(batch, std::vector<std::vector<double>>(batch.size(), r));
   }
+  return fail;
 }
 
 bool SpeculationPolicy::drafting_pays(const std::vector<DraftCandidate>& batch,

@@ -16,12 +16,13 @@
 // steps. A sequence's waiting positions are owed whatever the plan (k = 0 catches them up once its
 // stash is full), so resuming drafting is not charged for them: a noisy step that chose k = 0 does
 // not lock a sequence whose drafts pay out of drafting until its stash fills.
-// A sequence whose deferred fills have filled its stash (fill_every positions waiting) and whose own
-// acceptance makes drafting not pay (the estimate would choose k = 0 for a batch of sequences that
-// all had it) is retired (DraftPlan::retire): the engine drops its stash and never drafts for it
-// again, so it stops paying the MTP layer's fill and catch-ups (it does not resume drafting if the
-// load falls later). It stays in the step (NonDrafting): its row and context still count towards
-// the step's costs.
+// A sequence whose fills wait (deferred) and whose drafts fail - its own measured acceptance makes
+// drafting not pay (the estimate would choose k = 0 for a batch of sequences that all had it, but not for one whose
+// drafts were always accepted) - takes no drafts, probes included (a probe would only catch it up),
+// and is retired once its stash is full (DraftPlan::retire): the engine drops its stash and never
+// drafts for it again, so it stops paying the MTP layer's fill and catch-ups (it does not resume
+// drafting if the load falls later). Drafts that are always accepted never fail. A retired sequence
+// stays in the step (NonDrafting): its row and context still count towards the step's costs.
 #include <cstdint>
 #include <vector>
 
@@ -81,11 +82,14 @@ class SpeculationPolicy {
     double tokens = 0, seconds = 0;
   };
   DraftPlan uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const;
-  DraftPlan best(const std::vector<DraftCandidate>& candidates, const NonDrafting& others) const;
-  // Marks the candidates of `plan` (k = 0 for them) whose stash is full and for which drafting does not
-  // pay: not in a batch of sequences that all had its acceptance.
-  void retire(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
-              const NonDrafting& others, DraftPlan& plan) const;
+  // reach[s][i]: probability that candidate s's drafts 1..i are all accepted (reach[s][0] = 1).
+  std::vector<std::vector<double>> reaches(const std::vector<DraftCandidate>& candidates) const;
+  DraftPlan best(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
+                 const NonDrafting& others) const;
+  // Per candidate: its fills wait (deferred), and drafting does not pay in a batch of sequences that all
+  // had its measured acceptance (AcceptanceStats::measured), though it would with drafts that are always
+  // accepted.
+  std::vector<bool> failing(const std::vector<DraftCandidate>& candidates, const NonDrafting& others) const;
   // Whether some uniform k >= 1 beats k = 0 for a step of `batch` with these reach probabilities.
   bool drafting_pays(const std::vector<DraftCandidate>& batch, const std::vector<std::vector<double>>& reach) const;
   // Drops drafts whose expected tokens are worth less than the time they add at `seconds_per_token`.
