@@ -115,17 +115,22 @@ std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& 
   // The step's batch with every sequence a candidate (the retired ones too, at their mean context).
   std::vector<DraftCandidate> batch = candidates;
   for (int64_t i = 0; i < others.seqs; ++i) batch.push_back({-1, k_max_, others.context / others.seqs});
-  // Where drafts that are always accepted would not pay either, the costs decide, not the sequence.
-  if (!drafting_pays(batch, std::vector<std::vector<double>>(batch.size(), std::vector<double>(k_max_ + 1, 1.0)))) {
-    return fail;
-  }
+  const auto same = [](const std::vector<DraftCandidate>& seqs, const std::vector<double>& r) {
+    return std::vector<std::vector<double>>(seqs.size(), r);
+  };
+  const std::vector<double> always(k_max_ + 1, 1.0);
+  const bool always_pays_here = drafting_pays(batch, same(batch, always));
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
     if (c.pinned || c.stashed == 0) continue;
     // Its own record, not leaning on the others': drafts that have always been accepted never fail.
     std::vector<double> r{1.0};
     for (double pj : acceptance_.measured(c.seq_id)) r.push_back(r.back() * pj);
-    fail[s] = !drafting_pays(batch, std::vector<std::vector<double>>(batch.size(), r));
+    if (drafting_pays(batch, same(batch, r))) continue;
+    // Its acceptance is to blame where always-accepted drafts would pay: in this step, or alone in one
+    // (where drafting pays most). Elsewhere the load is, and it keeps its stash for when the load falls.
+    const std::vector<DraftCandidate> alone{c};
+    fail[s] = always_pays_here || (drafting_pays(alone, same(alone, always)) && !drafting_pays(alone, same(alone, r)));
   }
   return fail;
 }

@@ -17,11 +17,12 @@
 // stash is full), so resuming drafting is not charged for them: a noisy step that chose k = 0 does
 // not lock a sequence whose drafts pay out of drafting until its stash fills.
 // A sequence whose fills wait (deferred) and whose drafts fail - its own measured acceptance makes
-// drafting not pay (the estimate would choose k = 0 for a batch of sequences that all had it, but not for one whose
-// drafts were always accepted) - takes no drafts, probes included (a probe would only catch it up),
-// and is retired once its stash is full (DraftPlan::retire): the engine drops its stash and never
-// drafts for it again, so it stops paying the MTP layer's fill and catch-ups (it does not resume
-// drafting if the load falls later). Drafts that are always accepted never fail. A retired sequence
+// drafting not pay (the estimate would choose k = 0 for a batch of sequences that all had it), where
+// drafts that are always accepted would pay (in this batch, or alone in a step: where they would
+// not, the costs decide, not the sequence) - takes no drafts, probes included (a probe would only
+// catch it up), and is retired once its stash is full (DraftPlan::retire): the engine drops its
+// stash and never drafts for it again, so it stops paying the MTP layer's fill and catch-ups (it
+// does not resume drafting if the load falls later). Drafts that are always accepted never fail. A retired sequence
 // stays in the step (NonDrafting): its row and context still count towards the step's costs.
 #include <cstdint>
 #include <vector>
@@ -88,7 +89,7 @@ class SpeculationPolicy {
                  const NonDrafting& others) const;
   // Per candidate: its fills wait (deferred), and drafting does not pay in a batch of sequences that all
   // had its measured acceptance (AcceptanceStats::measured), though it would with drafts that are always
-  // accepted.
+  // accepted, in this batch or for the sequence alone in a step.
   std::vector<bool> failing(const std::vector<DraftCandidate>& candidates, const NonDrafting& others) const;
   // Whether some uniform k >= 1 beats k = 0 for a step of `batch` with these reach probabilities.
   bool drafting_pays(const std::vector<DraftCandidate>& batch, const std::vector<std::vector<double>>& reach) const;
