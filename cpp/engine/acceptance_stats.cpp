@@ -60,7 +60,7 @@ std::vector<double> AcceptanceStats::sequence(int64_t seq_id) const {
 }
 
 std::vector<double> AcceptanceStats::measured(int64_t seq_id) const {
-  std::vector<double> p = sequence(seq_id);
+  std::vector<double> p(k_max_, 1.0);
   auto it = sequences_.find(seq_id);
   if (it == sequences_.end()) return p;
   const Counts& own = it->second;

@@ -36,13 +36,12 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   // with deferred fills), so that the first, which catches up, is followed by plain drafting steps.
   const int64_t burst = bucket.chosen_k == 0 && fill_every_ > 1 ? k_max_ : 1;
   const int64_t phase = (i - warmup) % kProbeInterval - (kProbeInterval - burst);
-  const std::vector<std::vector<double>> reach = reaches(candidates);
   DraftPlan chosen;
   if (phase >= 0) {
     const int64_t k = burst > 1 ? phase : ((i - warmup) / kProbeInterval) % k_max_;
     chosen = uniform(candidates, k < bucket.chosen_k ? k : k + 1);
   } else {
-    chosen = best(candidates, reach, others);
+    chosen = best(candidates, reaches(candidates), others);
     bucket.chosen_k = chosen.step_k;
   }
   // Sequences whose drafts fail take none, probes included (a probe would only catch them up), and
@@ -112,34 +111,35 @@ std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& 
                                              const NonDrafting& others) const {
   std::vector<bool> fail(candidates.size(), false);
   if (fill_every_ == 1) return fail;  // nothing is deferred: nothing waits, nothing retires
-  // The step's batch with every sequence a candidate (the retired ones too, at their mean context).
-  std::vector<DraftCandidate> batch = candidates;
-  for (int64_t i = 0; i < others.seqs; ++i) batch.push_back({-1, k_max_, others.context / others.seqs});
-  const auto same = [](const std::vector<DraftCandidate>& seqs, const std::vector<double>& r) {
-    return std::vector<std::vector<double>>(seqs.size(), r);
-  };
+  const int64_t seqs = static_cast<int64_t>(candidates.size()) + others.seqs;
+  double context = static_cast<double>(others.context);
+  for (const auto& c : candidates) context += static_cast<double>(c.context);
   const std::vector<double> always(k_max_ + 1, 1.0);
-  const bool always_pays_here = drafting_pays(batch, same(batch, always));
+  const bool always_pays_here = drafting_pays(seqs, context, always);
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
     if (c.pinned || c.stashed == 0) continue;
-    // Its own record, not leaning on the others': drafts that have always been accepted never fail.
+    // Its own record, not leaning on the others': drafts that have always been accepted (or not been
+    // tried) never fail.
     std::vector<double> r{1.0};
     for (double pj : acceptance_.measured(c.seq_id)) r.push_back(r.back() * pj);
-    if (drafting_pays(batch, same(batch, r))) continue;
+    if (drafting_pays(seqs, context, r)) continue;
     // Its acceptance is to blame where always-accepted drafts would pay: in this step, or alone in one
     // (where drafting pays most). Elsewhere the load is, and it keeps its stash for when the load falls.
-    const std::vector<DraftCandidate> alone{c};
-    fail[s] = always_pays_here || (drafting_pays(alone, same(alone, always)) && !drafting_pays(alone, same(alone, r)));
+    const auto own = static_cast<double>(c.context);
+    fail[s] = always_pays_here || (drafting_pays(1, own, always) && !drafting_pays(1, own, r));
   }
   return fail;
 }
 
-bool SpeculationPolicy::drafting_pays(const std::vector<DraftCandidate>& batch,
-                                      const std::vector<std::vector<double>>& reach) const {
-  const Estimate base = estimate(batch, reach, {}, uniform(batch, 0));
+bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const {
+  const auto n = static_cast<double>(seqs);
+  const Estimate base = estimate({seqs, 0, n, context, n, n, 0});
+  double tokens = n;
   for (int64_t k = 1; k <= k_max_; ++k) {
-    const Estimate e = estimate(batch, reach, {}, uniform(batch, k));
+    tokens += n * reach[k];
+    const Estimate e = estimate({seqs, k, n * static_cast<double>(1 + k), context + n * static_cast<double>(k), tokens,
+                                 tokens, n * static_cast<double>(k - 1)});
     if (e.tokens * base.seconds > base.tokens * e.seconds) return true;
   }
   return false;
@@ -149,25 +149,29 @@ SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftC
                                                         const std::vector<std::vector<double>>& reach,
                                                         const NonDrafting& others, const DraftPlan& plan) const {
   // The sequences the policy does not plan for add a row, a token and their context each.
-  double rows = static_cast<double>(others.seqs), context = static_cast<double>(others.context);
-  double tokens = static_cast<double>(others.seqs), recursion_rows = 0, fill_tokens = 0;
+  const auto others_seqs = static_cast<double>(others.seqs);
+  StepWork work{static_cast<int64_t>(candidates.size()) + others.seqs, plan.step_k, others_seqs,
+                static_cast<double>(others.context), others_seqs};
   for (size_t s = 0; s < candidates.size(); ++s) {
     const int64_t k = plan.drafts[s];
-    rows += 1 + k;
-    context += static_cast<double>(candidates[s].context + k);
-    for (int64_t i = 0; i <= k; ++i) fill_tokens += reach[s][i];
-    recursion_rows += std::max<int64_t>(k - 1, 0);
+    work.rows += static_cast<double>(1 + k);
+    work.context += static_cast<double>(candidates[s].context + k);
+    for (int64_t i = 0; i <= k; ++i) work.fill_rows += reach[s][i];
+    work.recursion_rows += static_cast<double>(std::max<int64_t>(k - 1, 0));
   }
-  tokens += fill_tokens;
-  const double recursions = std::max<int64_t>(plan.step_k - 1, 0);
+  work.tokens += work.fill_rows;
+  return estimate(work);
+}
+
+SpeculationPolicy::Estimate SpeculationPolicy::estimate(const StepWork& work) const {
   // The next fill runs over every position this step computes for the candidates (their emitted
   // tokens), now or deferred. Waiting positions are not charged: k = 0 catches them up too once the
   // stash is full, unless the sequence retires (then drafting does not pay for it anyway).
-  const int64_t num_seqs = static_cast<int64_t>(candidates.size()) + others.seqs;
-  const double fixed_share = plan.step_k == 0 ? 1.0 / static_cast<double>(fill_every_) : 1.0;
-  const double seconds = costs_.verify_seconds(num_seqs, rows, context) +
-                         costs_.draft_seconds(num_seqs, fill_tokens, recursions, recursion_rows, fixed_share);
-  return {tokens, seconds};
+  const double recursions = static_cast<double>(std::max<int64_t>(work.step_k - 1, 0));
+  const double fixed_share = work.step_k == 0 ? 1.0 / static_cast<double>(fill_every_) : 1.0;
+  const double seconds = costs_.verify_seconds(work.seqs, work.rows, work.context) +
+                         costs_.draft_seconds(work.seqs, work.fill_rows, recursions, work.recursion_rows, fixed_share);
+  return {work.tokens, seconds};
 }
 
 }  // namespace mtpserve

@@ -22,8 +22,9 @@
 // not, the costs decide, not the sequence) - takes no drafts, probes included (a probe would only
 // catch it up), and is retired once its stash is full (DraftPlan::retire): the engine drops its
 // stash and never drafts for it again, so it stops paying the MTP layer's fill and catch-ups (it
-// does not resume drafting if the load falls later). Drafts that are always accepted never fail. A retired sequence
-// stays in the step (NonDrafting): its row and context still count towards the step's costs.
+// does not resume drafting if the load falls later). Drafts that are always accepted never fail. A
+// retired sequence stays in the step (NonDrafting): its row and context still count towards the
+// step's costs.
 #include <cstdint>
 #include <vector>
 
@@ -82,6 +83,14 @@ class SpeculationPolicy {
   struct Estimate {
     double tokens = 0, seconds = 0;
   };
+  // What a step computes, summed over its sequences: what the step cost model prices.
+  struct StepWork {
+    int64_t seqs = 0, step_k = 0;
+    double rows = 0, context = 0;
+    double tokens = 0;     // expected tokens emitted
+    double fill_rows = 0;  // the candidates' expected tokens: positions the next fill runs, now or deferred
+    double recursion_rows = 0;
+  };
   DraftPlan uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const;
   // reach[s][i]: probability that candidate s's drafts 1..i are all accepted (reach[s][0] = 1).
   std::vector<std::vector<double>> reaches(const std::vector<DraftCandidate>& candidates) const;
@@ -91,13 +100,15 @@ class SpeculationPolicy {
   // had its measured acceptance (AcceptanceStats::measured), though it would with drafts that are always
   // accepted, in this batch or for the sequence alone in a step.
   std::vector<bool> failing(const std::vector<DraftCandidate>& candidates, const NonDrafting& others) const;
-  // Whether some uniform k >= 1 beats k = 0 for a step of `batch` with these reach probabilities.
-  bool drafting_pays(const std::vector<DraftCandidate>& batch, const std::vector<std::vector<double>>& reach) const;
+  // Whether some k >= 1 beats k = 0 for a step of `seqs` sequences (`context` tokens in all) that all draft
+  // k with these reach probabilities.
+  bool drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const;
   // Drops drafts whose expected tokens are worth less than the time they add at `seconds_per_token`.
   void trim(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
             double seconds_per_token, int64_t num_seqs, DraftPlan& plan) const;
   Estimate estimate(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
                     const NonDrafting& others, const DraftPlan& plan) const;
+  Estimate estimate(const StepWork& work) const;
 
   SpeculationPolicyKind kind_;
   int64_t k_max_;
