@@ -17,6 +17,7 @@ import time
 import torch
 
 from mtpserve import LLM, SamplingParams
+from mtpserve.engine_args import EngineArgs
 
 PROMPTS = [
     "What is the capital of France?", "Write a short poem about the sea.", "Explain how a transformer works.",
@@ -50,6 +51,7 @@ def run(llm: LLM, batch: int, max_tokens: int, temperature: float) -> dict:
     return {"batch": batch, "tokens_per_s": generated / elapsed, "seconds": elapsed, "steps": steps,
             "steps_by_k": by_k, "fill_skipped_steps": after.fill_skipped_steps - before.fill_skipped_steps,
             "caught_up_positions": after.caught_up_positions - before.caught_up_positions,
+            "retired": after.spec.retired - before.spec.retired,
             "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
             "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
             "target_ms_per_step": per_step["target_seconds"], "sample_ms_per_step": per_step["sample_seconds"],
@@ -65,9 +67,9 @@ def main() -> None:
     parser.add_argument("--ks", type=int, nargs="+", default=[0], help="k = 0 and fixed-policy k's")
     parser.add_argument("--adaptive-k-max", type=int, nargs="*", default=[],
                         help="also the adaptive policy with each of these k_max")
-    parser.add_argument("--deferred-fill-positions", type=int, nargs="+", default=[0],
-                        help="the adaptive methods' engine --deferred_fill_positions; several: each side by side "
-                             "(0: the MTP fill runs every step)")
+    parser.add_argument("--deferred-fill-positions", type=int, nargs="+", default=None,
+                        help="the adaptive methods' engine --deferred_fill_positions (default: the engine's for "
+                             "--devices); several: each side by side (0: the MTP fill runs every step)")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--max-tokens", type=int, default=128)
@@ -80,7 +82,7 @@ def main() -> None:
     args = parser.parse_args()
     choices = {"off": [False], "on": [True], "both": [False, True]}
     modes, graph_modes = choices[args.batch_invariant], choices[args.graphs]
-    deferred = args.deferred_fill_positions
+    deferred = args.deferred_fill_positions or [EngineArgs(devices=args.devices).deferred_fill_positions]
     methods = [(k, "fixed", invariant, graphs, deferred[0]) for k in args.ks for invariant in modes
                for graphs in graph_modes]
     methods += [(k, "adaptive", invariant, graphs, d) for k in args.adaptive_k_max for d in deferred
@@ -108,7 +110,7 @@ def main() -> None:
             "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
             "torch": torch.__version__, "dtype": args.dtype, "max_tokens": args.max_tokens,
             "temperature": args.temperature, "repeats": args.repeats,
-            "deferred_fill_positions": args.deferred_fill_positions}
+            "deferred_fill_positions": deferred}
     for invariant in modes:
         for graphs in graph_modes:
             if len(modes) > 1 or len(graph_modes) > 1:
@@ -156,8 +158,8 @@ def markdown_table(results: list[dict]) -> str:
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     lines = ["| method | batch | tokens/s | speedup vs k=0 | acceptance rate | mean acceptance length | "
              "target ms/step | draft ms/step | ideal speedup | speedup / ideal | chosen k = 0/1/2/3 (% of steps) | "
-             "fill skipped (% of steps) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "fill skipped (% of steps) | sequences retired from drafting |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         b = base.get(r["batch"])
         speedup = r["tokens_per_s"] / b["tokens_per_s"] if b else None
@@ -168,7 +170,8 @@ def markdown_table(results: list[dict]) -> str:
         lines.append(f"| {method_name(r)} | {r['batch']} | {r['tokens_per_s']:.0f} | {fmt(speedup, '.2f')} | "
                      f"{fmt(r['acceptance_rate'], '.3f')} | {fmt(r['mean_acceptance_length'], '.2f')} | "
                      f"{r['target_ms_per_step']:.3f} | {r['draft_ms_per_step']:.3f} | {fmt(ideal, '.2f')} | "
-                     f"{fmt(speedup / ideal if ideal else None, '.2f')} | {chosen_k(r)} | {fill_skipped(r)} |")
+                     f"{fmt(speedup / ideal if ideal else None, '.2f')} | {chosen_k(r)} | {fill_skipped(r)} | "
+                     f"{r.get('retired', 0) if r['k'] else '-'} |")
     return "\n".join(lines)
 
 

@@ -25,9 +25,19 @@ def baseline(tiny_model_dir):
 
 
 def adaptive(model_dir, **overrides):
-    """Deferral is opt-in: these engines defer up to 64 positions unless told otherwise."""
-    return LLM(str(model_dir), **{**BASE, "deferred_fill_positions": 64, **overrides}, num_speculative_tokens=3,
-               speculative_policy="adaptive")
+    return LLM(str(model_dir), **{**BASE, **overrides}, num_speculative_tokens=3, speculative_policy="adaptive")
+
+
+def test_deferral_is_on_by_default_on_the_cpu_and_the_flag_says_accelerators_keep_it_off(capsys):
+    from mtpserve.cli import build_parser, engine_args
+    from mtpserve.engine_args import EngineArgs
+
+    assert EngineArgs(devices="cpu").deferred_fill_positions == 64
+    assert engine_args(build_parser().parse_args(["serve", "--devices", "cpu"])).deferred_fill_positions == 64
+    assert EngineArgs(devices="cpu", deferred_fill_positions=0).deferred_fill_positions == 0
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--help"])
+    assert "0 on GPUs and NPUs" in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize("variant", ["chunked+prefix", "no-chunked-prefill", "preempting-cache"])

@@ -55,7 +55,8 @@ class StuckEngine:
         return None
 
     def stats(self):
-        spec = SimpleNamespace(drafts=0, draft_tokens=0, accepted_tokens=0, accepted_per_position=[], steps_by_k=[])
+        spec = SimpleNamespace(drafts=0, draft_tokens=0, accepted_tokens=0, accepted_per_position=[], steps_by_k=[],
+                               retired=0)
         return SimpleNamespace(running=0, waiting=len(self.added) - len(self.aborted), kv_usage=0.0, prompt_tokens=0,
                                generation_tokens=0, prefix_queries=0, prefix_hits=0, preemptions=0, steps=0,
                                spec=spec)

@@ -45,9 +45,35 @@ def test_warmup_cycles_k_in_each_batch_size_bucket_and_probes_recur():
     assert policy.plan(candidates(8))[0] == 0  # a new bucket warms up on its own
     feed_costs(policy, 4, per_row=1e-3)  # rows so dear that drafting never pays
     feed_acceptance(policy, 0, 0)
-    ks = [policy.plan(batch)[0] for _ in range(4 * policy.probe_interval)]
-    probes = [i for i, k in enumerate(ks) if k != 0]
-    assert len(probes) == 3 and all((i + 1) % policy.probe_interval == 0 for i in probes)
+    ks = [policy.plan(batch)[0] for _ in range(3 * policy.probe_interval)]
+    # Probes skip the chosen k = 0 and take k = 1, 2, 3 in turn.
+    probes = [(i, k) for i, k in enumerate(ks) if k != 0]
+    assert probes == [(policy.probe_interval * (p + 1) - 1, p + 1) for p in range(3)]
+
+
+def test_with_deferred_fills_a_stale_drafting_cost_is_probed_and_replaced():
+    """A drafting cost measured 8 times too high in the warm-up (a co-tenant) holds k = 0 at first; k = 0
+    steps that defer their fills measure no drafting, so the first probes (all k >= 1 in a row) must
+    replace the stale estimate rather than nudge it: drafting, which pays, resumes there for good."""
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
+    stashed, ks = 0, []
+    for i in range(3 * policy.probe_interval):
+        k = policy.plan([(7, K_MAX, 100, False, stashed)])[0]
+        ks.append(k)
+        slow = 8 if i < policy.warmup_rounds * (K_MAX + 1) else 1
+        policy.record_verify(1, 1 + k, 100, 5e-3 + 1e-4 * (1 + k))
+        if k > 0:
+            fill = 1 + k + stashed
+            policy.record_draft(1, fill, k - 1, k - 1, slow * (1.2e-3 + 2e-5 * fill + 1e-3 * (k - 1)))
+            policy.record_acceptance(7, k, k)
+            stashed = 0
+        else:
+            stashed += 1
+    warmup = policy.warmup_rounds * (K_MAX + 1)
+    first_probe = warmup + policy.probe_interval - K_MAX
+    assert ks[warmup:first_probe] == [0] * (first_probe - warmup)  # the stale estimate holds k = 0 ...
+    assert ks[first_probe:first_probe + K_MAX] == [1, 2, 3]
+    assert all(k > 0 for k in ks[first_probe:])  # ... until the probes replace it
 
 
 def test_the_verify_cost_fit_recovers_a_linear_law():
@@ -64,7 +90,7 @@ def test_cheap_rows_and_high_acceptance_draft_k_max():
     past_warmup(policy, batch)
     feed_costs(policy, 8, per_row=1e-6)
     feed_acceptance(policy, 100, 3)
-    assert policy.plan(batch) == (K_MAX, [K_MAX] * 8)
+    assert policy.plan(batch)[:2] == (K_MAX, [K_MAX] * 8)
 
 
 def test_dear_rows_and_low_acceptance_draft_nothing():
@@ -73,18 +99,66 @@ def test_dear_rows_and_low_acceptance_draft_nothing():
     past_warmup(policy, batch)
     feed_costs(policy, 64, per_row=1e-4)
     feed_acceptance(policy, 100, 0)
-    assert policy.plan(batch) == (0, [0] * 64)
+    assert policy.plan(batch)[:2] == (0, [0] * 64)
 
 
-def test_resuming_drafting_pays_the_catch_up_of_deferred_fills():
-    """With fills deferred at k = 0 (fill_every > 1), a plan that drafts runs the waiting positions' fill
-    first: worth it with nothing waiting, not with 64 positions per sequence to catch up."""
+def test_waiting_positions_do_not_hold_back_drafts_that_pay():
+    """With fills deferred at k = 0 (fill_every > 1) a sequence's waiting positions are caught up whatever the
+    plan (k = 0 does it once the stash is full), so drafts that pay resume with 64 positions waiting too."""
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
     past_warmup(policy, candidates(8))
     feed_costs(policy, 8, per_row=1e-4, draft_fixed=5e-4, per_recursion=1e-4, per_fill_row=2e-5)
     feed_acceptance(policy, 100, 3)
     assert policy.plan(candidates(8))[0] > 0
-    assert policy.plan(candidates(8, stashed=64)) == (0, [0] * 8)
+    assert policy.plan(candidates(8, stashed=64))[0] > 0
+
+
+def retiring_policy(n, first_id=0):
+    """Deferred fills, costs where a draft row is dear, past the warm-up, no probe due for a while."""
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
+    past_warmup(policy, candidates(n, first_id=first_id))
+    feed_costs(policy, n, per_row=2e-5)
+    return policy
+
+
+def test_a_full_stash_retires_a_sequence_whose_drafts_do_not_pay_and_no_other():
+    policy = retiring_policy(8)
+    feed_acceptance(policy, 0, 0, times=20)  # always rejected
+    for seq_id in range(1, 8):
+        feed_acceptance(policy, seq_id, 3, times=20)  # always accepted
+    full = [(i, K_MAX, 100, False, 64) for i in range(8)]
+    step_k, drafts, retire = policy.plan(full)
+    assert drafts[0] == 0 and drafts[1:] == [step_k] * 7 and retire == [True] + [False] * 7
+    # Not yet full, or pinned: never retired.
+    assert policy.plan([(0, K_MAX, 100, False, 63)] + full[1:])[2] == [False] * 8
+    assert policy.plan([(0, K_MAX, 100, True, 64)] + full[1:])[2] == [False] * 8
+
+
+def test_probes_skip_a_sequence_whose_drafts_fail():
+    """Probes (one of these 50 plans) draft uniformly, but not for a sequence whose measured acceptance
+    makes drafting not pay: that would only catch up its waiting positions."""
+    policy = retiring_policy(2)
+    feed_acceptance(policy, 0, 0, times=20)
+    feed_acceptance(policy, 1, 3, times=20)
+    batch = [(0, K_MAX, 100, False, 10), (1, K_MAX, 100, False, 10)]
+    plans = [policy.plan(batch) for _ in range(policy.probe_interval)]
+    assert all(drafts[0] == 0 for _, drafts, _ in plans) and any(drafts[1] > 0 for _, drafts, _ in plans)
+    unfailing = retiring_policy(2)  # no acceptance record: both lean on the engine-wide estimate
+    assert any(drafts[0] > 0 for _, drafts, _ in (unfailing.plan(batch) for _ in range(policy.probe_interval)))
+
+
+def test_retired_sequences_still_count_in_the_step_costs():
+    """Beside 56 retired sequences, the policy plans for 8 with the 64-sequence bucket's costs: rows there so
+    dear that drafting does not pay, though it would in a batch of 8."""
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
+    past_warmup(policy, candidates(8))
+    past_warmup(policy, candidates(64))
+    feed_costs(policy, 8, per_row=1e-6)
+    feed_costs(policy, 64, per_row=1e-3)
+    for seq_id in range(8):
+        feed_acceptance(policy, seq_id, 2, times=20)
+    assert policy.plan(candidates(8))[0] > 0
+    assert policy.plan(candidates(8), retired_seqs=56, retired_context=5600)[0] == 0
 
 
 def test_a_pinned_sequence_drafts_its_budget_whatever_the_costs():
@@ -93,7 +167,7 @@ def test_a_pinned_sequence_drafts_its_budget_whatever_the_costs():
     past_warmup(policy, batch)
     feed_costs(policy, 64, per_row=1e-4)
     feed_acceptance(policy, 100, 0)
-    assert policy.plan(batch) == (2, [0] * 63 + [2])
+    assert policy.plan(batch)[:2] == (2, [0] * 63 + [2])
 
 
 def test_a_sequence_whose_drafts_fail_drafts_less_than_the_rest():
@@ -105,7 +179,7 @@ def test_a_sequence_whose_drafts_fail_drafts_less_than_the_rest():
         feed_acceptance(policy, seq_id, 3, times=10)
     feed_acceptance(policy, 0, 0, times=10)
     assert policy.sequence_acceptance(0)[0] < 0.5 < policy.sequence_acceptance(1)[0]
-    step_k, drafts = policy.plan(batch)
+    step_k, drafts, _ = policy.plan(batch)
     assert step_k > 0 and drafts[1:] == [step_k] * 7 and drafts[0] < step_k
 
 
@@ -123,7 +197,7 @@ def test_acceptance_is_conditional_per_position_and_new_sequences_start_from_the
 def test_fixed_and_forced_plans_stay_within_each_budget():
     fixed = _C.SpeculationPolicy(FIXED, K_MAX)
     batch = [(0, 3, 10, False, 0), (1, 1, 10, False, 0), (2, 0, 10, False, 0)]
-    assert fixed.plan(batch) == (3, [3, 1, 0])
+    assert fixed.plan(batch)[:2] == (3, [3, 1, 0])
     forced = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     forced.force_schedule([2, 0])
-    assert [forced.plan(batch) for _ in range(3)] == [(2, [2, 1, 0]), (0, [0, 0, 0]), (2, [2, 1, 0])]
+    assert [forced.plan(batch)[:2] for _ in range(3)] == [(2, [2, 1, 0]), (0, [0, 0, 0]), (2, [2, 1, 0])]

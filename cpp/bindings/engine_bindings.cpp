@@ -24,7 +24,8 @@ void bind_outputs(py::module_& m) {
       .def_readonly("draft_tokens", &SpecCounters::draft_tokens)
       .def_readonly("accepted_tokens", &SpecCounters::accepted_tokens)
       .def_readonly("accepted_per_position", &SpecCounters::accepted_per_position)
-      .def_readonly("steps_by_k", &SpecCounters::steps_by_k);
+      .def_readonly("steps_by_k", &SpecCounters::steps_by_k)
+      .def_readonly("retired", &SpecCounters::retired);
   py::class_<RequestOutput>(m, "RequestOutput")
       .def_readonly("request_id", &RequestOutput::request_id)
       .def_readonly("token_ids", &RequestOutput::token_ids)
@@ -64,17 +65,18 @@ void bind_policy(py::module_& m) {
       .def_property_readonly_static("probe_interval", [](py::object) { return SpeculationPolicy::kProbeInterval; })
       .def(
           "plan",
-          [](SpeculationPolicy& p,
-             const std::vector<std::tuple<int64_t, int64_t, int64_t, bool, int64_t>>& candidates) {
+          [](SpeculationPolicy& p, const std::vector<std::tuple<int64_t, int64_t, int64_t, bool, int64_t>>& candidates,
+             int64_t retired_seqs, int64_t retired_context) {
             std::vector<DraftCandidate> c;
             for (const auto& [id, budget, context, pinned, stashed] : candidates) {
               c.push_back({id, budget, context, pinned, stashed});
             }
-            const DraftPlan plan = p.plan(c);
-            return std::make_pair(plan.step_k, plan.drafts);
+            const DraftPlan plan = p.plan(c, {retired_seqs, retired_context});
+            return std::make_tuple(plan.step_k, plan.drafts, plan.retire);
           },
-          py::arg("candidates"),
-          "candidates: (seq_id, budget, context, pinned, stashed positions) each; returns (step k, drafts of each)")
+          py::arg("candidates"), py::arg("retired_seqs") = 0, py::arg("retired_context") = 0,
+          "candidates: (seq_id, budget, context, pinned, stashed positions) each, beside retired_seqs retired "
+          "sequences; returns (step k, drafts of each, retired or not each)")
       .def("force_schedule", &SpeculationPolicy::force_schedule, py::arg("schedule"))
       .def("record_verify",
            [](SpeculationPolicy& p, int64_t num_seqs, int64_t rows, int64_t context, double seconds) {

@@ -59,6 +59,17 @@ std::vector<double> AcceptanceStats::sequence(int64_t seq_id) const {
   return p;
 }
 
+std::vector<double> AcceptanceStats::measured(int64_t seq_id) const {
+  std::vector<double> p(k_max_, 1.0);
+  auto it = sequences_.find(seq_id);
+  if (it == sequences_.end()) return p;
+  const Counts& own = it->second;
+  for (int64_t j = 0; j < k_max_; ++j) {
+    if (own.tried[j] >= kSequencePrior) p[j] = own.accepted[j] / own.tried[j];
+  }
+  return p;
+}
+
 bool AcceptanceStats::knows(int64_t seq_id) const {
   auto it = sequences_.find(seq_id);
   return it != sequences_.end() && it->second.tried[0] >= kSequencePrior;

@@ -21,6 +21,9 @@ class AcceptanceStats {
   std::vector<double> engine() const;
   // The sequence's p[j]: its own record shrunk towards the engine-wide estimate.
   std::vector<double> sequence(int64_t seq_id) const;
+  // The sequence's own record alone, to judge its drafts by what they did: at the positions where its
+  // record weighs less than the prior, its drafts count as accepted (benefit of the doubt).
+  std::vector<double> measured(int64_t seq_id) const;
   // Whether the sequence's own record of draft 1 weighs at least as much as the engine-wide estimate
   // it is shrunk towards.
   bool knows(int64_t seq_id) const;

@@ -321,9 +321,13 @@ bool Engine::step() {
     plan = {};
   }
   if (!plan.preempted.empty()) {
-    // A preempted sequence recomputes its prompt and outputs, filling the MTP cache anew.
+    // A preempted sequence recomputes its prompt and outputs, filling the MTP cache anew (a retired one
+    // too: it may draft again).
     if (stash_) {
-      for (const Sequence* seq : plan.preempted) stash_->take(seq->id);
+      for (const Sequence* seq : plan.preempted) {
+        stash_->take(seq->id);
+        requests_.at(seq->id).retired_from.reset();
+      }
     }
     std::lock_guard lock(stats_mutex_);
     stats_.preemptions += plan.preempted.size();
@@ -523,9 +527,15 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
   std::vector<DraftCandidate> candidates;
   std::vector<size_t> candidate_request;
   std::vector<bool> decoded;  // per request: its step was a decode or verify, not a prefill chunk
+  NonDrafting retired;
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     Sequence& seq = *plan.scheduled[i].seq;
     if (seq.is_finished()) continue;
+    if (requests_.at(seq.id).retired_from) {
+      retired.seqs += 1;
+      retired.context += seq.num_tokens();
+      continue;
+    }
     requests.push_back({&seq, first_pairs[i], seq.num_computed_tokens - first_pairs[i], input.query_start[i], 0});
     decoded.push_back(!plan.scheduled[i].is_prefill);
     if (input.num_samples[i] > 0 && draft_budget(seq) > 0) {
@@ -535,10 +545,15 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
       candidate_request.push_back(requests.size() - 1);
     }
   }
-  const DraftPlan chosen = policy_->plan(candidates);
-  std::vector<bool> unused(requests.size(), false);
+  const DraftPlan chosen = policy_->plan(candidates, retired);
+  std::vector<bool> unused(requests.size(), false), retiring(requests.size(), false);
   for (size_t c = 0; c < candidates.size(); ++c) {
     DraftRequest& r = requests[candidate_request[c]];
+    if (chosen.retire[c]) {
+      retire(requests_.at(r.seq->id));
+      retiring[candidate_request[c]] = true;
+      continue;
+    }
     int64_t k = chosen.drafts[c];
     if (k > 0 && !blocks_.can_reserve(*r.seq, k)) k = 0;  // drafting is optional work
     if (k > 0) blocks_.reserve(*r.seq, k);
@@ -547,8 +562,8 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
     unused[candidate_request[c]] = k == 0;
   }
   DraftShape shape;
-  shape.num_seqs = static_cast<int64_t>(requests.size());
-  requests = defer_fills(std::move(requests), decoded, unused);
+  shape.num_seqs = static_cast<int64_t>(requests.size()) + retired.seqs;
+  requests = defer_fills(std::move(requests), decoded, unused, retiring);
   drafter_->propose(requests);
   for (size_t i = 0; i < requests.size(); ++i) {
     const DraftRequest& r = requests[i];
@@ -573,13 +588,14 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
 }
 
 std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests, const std::vector<bool>& decoded,
-                                              std::vector<bool>& unused) {
+                                              std::vector<bool>& unused, const std::vector<bool>& retiring) {
   if (!stash_) return requests;
   std::vector<DraftRequest> filling;
   std::vector<bool> filling_unused;
   std::vector<int64_t> target_rows, stash_rows;
   for (size_t i = 0; i < requests.size(); ++i) {
     DraftRequest& r = requests[i];
+    if (retiring[i]) continue;
     const bool drafts = r.num_drafts > 0 && !unused[i];
     // Until its acceptance is known, a sequence keeps filling: the fill's draft 1 measures it for free.
     if (!drafts && decoded[i] && policy_->acceptance().knows(r.seq->id)) {
@@ -602,7 +618,19 @@ std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests
 }
 
 int64_t Engine::mtp_filled_until(const Sequence& seq) const {
+  if (const auto& retired_from = requests_.at(seq.id).retired_from) return *retired_from;
   return stash_ ? stash_->filled_until(seq.id, seq.num_computed_tokens) : seq.num_computed_tokens;
+}
+
+void Engine::retire(Request& request) {
+  Sequence& seq = *request.seq;
+  request.retired_from = stash_->filled_until(seq.id, seq.num_computed_tokens);
+  stash_->take(seq.id);
+  seq.draft_tokens.clear();
+  policy_->acceptance().forget(seq.id);
+  request.spec.retired += 1;
+  std::lock_guard lock(stats_mutex_);
+  stats_.spec.retired += 1;
 }
 
 void Engine::revise_constrained_drafts(const std::vector<DraftRequest>& requests) {

@@ -115,6 +115,9 @@ class Engine {
     // The MTP fill's first draft when the policy gave the sequence none: compared with the next
     // token, it measures first-position acceptance at no cost.
     std::optional<int64_t> unused_draft;
+    // Set when the policy retires it from drafting (SpeculationPolicy): the first position whose MTP fill
+    // never runs. It then fills, stashes and drafts no more (until a preemption recomputes it).
+    std::optional<int64_t> retired_from;
     std::vector<TokenLogprobs> prompt_logprobs;  // for prompt tokens 1.., gathered chunk by chunk
     bool prompt_logprobs_sent = false;
   };
@@ -157,8 +160,11 @@ class Engine {
   // prefill chunk's fill runs at once, so that its blocks can be shared through the prefix cache) and
   // whose own acceptance is known (AcceptanceStats::knows).
   // `unused` (a request whose draft 1 is only measured) is filtered alike.
+  // `retiring` requests are dropped: retire() has dropped their stash.
   std::vector<DraftRequest> defer_fills(std::vector<DraftRequest> requests, const std::vector<bool>& decoded,
-                                        std::vector<bool>& unused);
+                                        std::vector<bool>& unused, const std::vector<bool>& retiring);
+  // Drops the request's stash and stops its fills and drafts for good (SpeculationPolicy's retire).
+  void retire(Request& request);
   // The first position of `seq` whose MTP cache row is not written yet (its fill is deferred).
   int64_t mtp_filled_until(const Sequence& seq) const;
   int64_t draft_budget(const Sequence& seq) const;

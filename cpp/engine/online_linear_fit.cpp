@@ -20,11 +20,13 @@ OnlineLinearFit::OnlineLinearFit(size_t num_features, double forget)
   if (n_ == 0 || !(forget > 0 && forget <= 1)) throw std::invalid_argument("OnlineLinearFit: bad arguments");
 }
 
-void OnlineLinearFit::add(const std::vector<double>& x, double y) {
+void OnlineLinearFit::add(const std::vector<double>& x, double y, double age) {
   if (x.size() != n_) throw std::invalid_argument("OnlineLinearFit::add: wrong number of features");
+  if (!(age >= 0)) throw std::invalid_argument("OnlineLinearFit::add: age must be >= 0");
+  const double forget = std::pow(forget_, age);
   for (size_t i = 0; i < n_; ++i) {
-    xty_[i] = forget_ * xty_[i] + x[i] * y;
-    for (size_t j = 0; j < n_; ++j) xtx_[i * n_ + j] = forget_ * xtx_[i * n_ + j] + x[i] * x[j];
+    xty_[i] = forget * xty_[i] + x[i] * y;
+    for (size_t j = 0; j < n_; ++j) xtx_[i * n_ + j] = forget * xtx_[i * n_ + j] + x[i] * x[j];
   }
   solve();
 }

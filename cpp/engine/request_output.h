@@ -16,6 +16,9 @@ struct SpecCounters {
   int64_t accepted_tokens = 0;  // drafts accepted
   std::vector<int64_t> accepted_per_position;
   std::vector<int64_t> steps_by_k;  // [k]: decode steps in which it verified k drafts
+  // Times it was retired from drafting (its drafts did not pay: no more MTP fills or drafts); engine-wide,
+  // the sequences retired.
+  int64_t retired = 0;
 };
 
 struct RequestOutput {

@@ -11,7 +11,7 @@ SpeculationPolicy::SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, 
   if (fill_every < 1) throw std::invalid_argument("SpeculationPolicy needs fill_every >= 1");
 }
 
-DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates) {
+DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates, NonDrafting others) {
   if (candidates.empty()) return {};
   if (!schedule_.empty()) {
     DraftPlan plan;
@@ -19,19 +19,52 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates)
       plan.drafts.push_back(std::clamp<int64_t>(schedule_[forced_plans_], 0, c.budget));
     }
     plan.step_k = *std::max_element(plan.drafts.begin(), plan.drafts.end());
+    plan.retire.assign(candidates.size(), false);
     forced_plans_ = (forced_plans_ + 1) % static_cast<int64_t>(schedule_.size());
     return plan;
   }
   if (kind_ == SpeculationPolicyKind::kFixed) return uniform(candidates, k_max_);
-  const auto bucket = static_cast<size_t>(StepCostModel::bucket(static_cast<int64_t>(candidates.size())));
-  if (plans_.size() <= bucket) plans_.resize(bucket + 1, 0);
-  const int64_t i = plans_[bucket]++;
+  const int64_t num_seqs = static_cast<int64_t>(candidates.size()) + others.seqs;
+  const auto b = static_cast<size_t>(StepCostModel::bucket(num_seqs));
+  if (buckets_.size() <= b) buckets_.resize(b + 1);
+  Bucket& bucket = buckets_[b];
+  const int64_t i = bucket.plans++;
   const int64_t warmup = kWarmupRounds * (k_max_ + 1);
   if (i < warmup) return uniform(candidates, i % (k_max_ + 1));
-  if ((i - warmup) % kProbeInterval == kProbeInterval - 1) {
-    return uniform(candidates, ((i - warmup) / kProbeInterval) % (k_max_ + 1));
+  // Probes run the k's other than the last chosen one (that one is measured anyway): one per interval,
+  // in turn; all of them in a row where the drafting cost goes unmeasured between probes (k = 0
+  // with deferred fills), so that the first, which catches up, is followed by plain drafting steps.
+  const int64_t burst = bucket.chosen_k == 0 && fill_every_ > 1 ? k_max_ : 1;
+  const int64_t phase = (i - warmup) % kProbeInterval - (kProbeInterval - burst);
+  DraftPlan chosen;
+  if (phase >= 0) {
+    const int64_t k = burst > 1 ? phase : ((i - warmup) / kProbeInterval) % k_max_;
+    chosen = uniform(candidates, k < bucket.chosen_k ? k : k + 1);
+  } else {
+    chosen = best(candidates, reaches(candidates), others);
+    bucket.chosen_k = chosen.step_k;
   }
-  return best(candidates);
+  // Sequences whose drafts fail take none, probes included (a probe would only catch them up), and
+  // retire once their stash is full.
+  const std::vector<bool> fail = failing(candidates, others);
+  for (size_t s = 0; s < candidates.size(); ++s) {
+    if (!fail[s]) continue;
+    chosen.drafts[s] = 0;
+    chosen.retire[s] = candidates[s].stashed >= fill_every_;
+  }
+  chosen.step_k = *std::max_element(chosen.drafts.begin(), chosen.drafts.end());
+  return chosen;
+}
+
+std::vector<std::vector<double>> SpeculationPolicy::reaches(const std::vector<DraftCandidate>& candidates) const {
+  std::vector<std::vector<double>> reach;
+  for (const auto& c : candidates) {
+    const std::vector<double> p = acceptance_.sequence(c.seq_id);
+    std::vector<double> r{1.0};
+    for (double pj : p) r.push_back(r.back() * pj);
+    reach.push_back(std::move(r));
+  }
+  return reach;
 }
 
 DraftPlan SpeculationPolicy::uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const {
@@ -40,27 +73,22 @@ DraftPlan SpeculationPolicy::uniform(const std::vector<DraftCandidate>& candidat
     plan.drafts.push_back(std::clamp<int64_t>(c.pinned ? k_max_ : k, 0, c.budget));
     plan.step_k = std::max(plan.step_k, plan.drafts.back());
   }
+  plan.retire.assign(candidates.size(), false);
   return plan;
 }
 
-DraftPlan SpeculationPolicy::best(const std::vector<DraftCandidate>& candidates) const {
-  // reach[s][i]: probability that sequence s's drafts 1..i are all accepted (reach[s][0] = 1).
-  std::vector<std::vector<double>> reach;
-  for (const auto& c : candidates) {
-    const std::vector<double> p = acceptance_.sequence(c.seq_id);
-    std::vector<double> r{1.0};
-    for (double pj : p) r.push_back(r.back() * pj);
-    reach.push_back(std::move(r));
-  }
+DraftPlan SpeculationPolicy::best(const std::vector<DraftCandidate>& candidates,
+                                  const std::vector<std::vector<double>>& reach, const NonDrafting& others) const {
+  const int64_t num_seqs = static_cast<int64_t>(candidates.size()) + others.seqs;
   DraftPlan chosen = uniform(candidates, 0);
-  Estimate base = estimate(candidates, reach, chosen);
+  Estimate base = estimate(candidates, reach, others, chosen);
   if (base.seconds <= 0) return uniform(candidates, k_max_);  // no timings yet: nothing to weigh
   double best_rate = base.tokens / base.seconds;
   for (int64_t k = 1; k <= k_max_; ++k) {
     DraftPlan plan = uniform(candidates, k);
-    const Estimate full = estimate(candidates, reach, plan);
-    trim(candidates, reach, full.seconds / full.tokens, plan);
-    const Estimate e = estimate(candidates, reach, plan);
+    const Estimate full = estimate(candidates, reach, others, plan);
+    trim(candidates, reach, full.seconds / full.tokens, num_seqs, plan);
+    const Estimate e = estimate(candidates, reach, others, plan);
     if (e.tokens / e.seconds > best_rate) {
       best_rate = e.tokens / e.seconds;
       chosen = std::move(plan);
@@ -71,35 +99,79 @@ DraftPlan SpeculationPolicy::best(const std::vector<DraftCandidate>& candidates)
 
 void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,
                              const std::vector<std::vector<double>>& reach, double seconds_per_token,
-                             DraftPlan& plan) const {
-  const auto n = static_cast<int64_t>(candidates.size());
+                             int64_t num_seqs, DraftPlan& plan) const {
   for (size_t s = 0; s < candidates.size(); ++s) {
     int64_t& k = plan.drafts[s];
-    while (!candidates[s].pinned && k > 0 && reach[s][k] * seconds_per_token < costs_.seconds_per_draft(n)) --k;
+    while (!candidates[s].pinned && k > 0 && reach[s][k] * seconds_per_token < costs_.seconds_per_draft(num_seqs)) --k;
   }
   plan.step_k = *std::max_element(plan.drafts.begin(), plan.drafts.end());
 }
 
+std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& candidates,
+                                             const NonDrafting& others) const {
+  std::vector<bool> fail(candidates.size(), false);
+  if (fill_every_ == 1) return fail;  // nothing is deferred: nothing waits, nothing retires
+  const int64_t seqs = static_cast<int64_t>(candidates.size()) + others.seqs;
+  double context = static_cast<double>(others.context);
+  for (const auto& c : candidates) context += static_cast<double>(c.context);
+  const std::vector<double> always(k_max_ + 1, 1.0);
+  const bool always_pays_here = drafting_pays(seqs, context, always);
+  for (size_t s = 0; s < candidates.size(); ++s) {
+    const DraftCandidate& c = candidates[s];
+    if (c.pinned || c.stashed == 0) continue;
+    // Its own record, not leaning on the others': drafts that have always been accepted (or not been
+    // tried) never fail.
+    std::vector<double> r{1.0};
+    for (double pj : acceptance_.measured(c.seq_id)) r.push_back(r.back() * pj);
+    if (drafting_pays(seqs, context, r)) continue;
+    // Its acceptance is to blame where always-accepted drafts would pay: in this step, or alone in one
+    // (where drafting pays most). Elsewhere the load is, and it keeps its stash for when the load falls.
+    const auto own = static_cast<double>(c.context);
+    fail[s] = always_pays_here || (drafting_pays(1, own, always) && !drafting_pays(1, own, r));
+  }
+  return fail;
+}
+
+bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const {
+  const auto n = static_cast<double>(seqs);
+  const Estimate base = estimate({seqs, 0, n, context, n, n, 0});
+  double tokens = n;
+  for (int64_t k = 1; k <= k_max_; ++k) {
+    tokens += n * reach[k];
+    const Estimate e = estimate({seqs, k, n * static_cast<double>(1 + k), context + n * static_cast<double>(k), tokens,
+                                 tokens, n * static_cast<double>(k - 1)});
+    if (e.tokens * base.seconds > base.tokens * e.seconds) return true;
+  }
+  return false;
+}
+
 SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftCandidate>& candidates,
                                                         const std::vector<std::vector<double>>& reach,
-                                                        const DraftPlan& plan) const {
-  double rows = 0, context = 0, tokens = 0, recursion_rows = 0, caught_up = 0;
+                                                        const NonDrafting& others, const DraftPlan& plan) const {
+  // The sequences the policy does not plan for add a row, a token and their context each.
+  const auto others_seqs = static_cast<double>(others.seqs);
+  StepWork work{static_cast<int64_t>(candidates.size()) + others.seqs, plan.step_k, others_seqs,
+                static_cast<double>(others.context), others_seqs};
   for (size_t s = 0; s < candidates.size(); ++s) {
     const int64_t k = plan.drafts[s];
-    if (k > 0) caught_up += static_cast<double>(candidates[s].stashed);
-    rows += 1 + k;
-    context += static_cast<double>(candidates[s].context + k);
-    for (int64_t i = 0; i <= k; ++i) tokens += reach[s][i];
-    recursion_rows += std::max<int64_t>(k - 1, 0);
+    work.rows += static_cast<double>(1 + k);
+    work.context += static_cast<double>(candidates[s].context + k);
+    for (int64_t i = 0; i <= k; ++i) work.fill_rows += reach[s][i];
+    work.recursion_rows += static_cast<double>(std::max<int64_t>(k - 1, 0));
   }
-  const double recursions = std::max<int64_t>(plan.step_k - 1, 0);
-  // The next fill runs over every position this step computes (its emitted tokens), now or deferred,
-  // and over the waiting positions of the sequences that draft.
-  const auto n = static_cast<int64_t>(candidates.size());
-  const double fixed_share = plan.step_k == 0 ? 1.0 / static_cast<double>(fill_every_) : 1.0;
-  const double seconds = costs_.verify_seconds(n, rows, context) +
-                         costs_.draft_seconds(n, tokens + caught_up, recursions, recursion_rows, fixed_share);
-  return {tokens, seconds};
+  work.tokens += work.fill_rows;
+  return estimate(work);
+}
+
+SpeculationPolicy::Estimate SpeculationPolicy::estimate(const StepWork& work) const {
+  // The next fill runs over every position this step computes for the candidates (their emitted
+  // tokens), now or deferred. Waiting positions are not charged: k = 0 catches them up too once the
+  // stash is full, unless the sequence retires (then drafting does not pay for it anyway).
+  const double recursions = static_cast<double>(std::max<int64_t>(work.step_k - 1, 0));
+  const double fixed_share = work.step_k == 0 ? 1.0 / static_cast<double>(fill_every_) : 1.0;
+  const double seconds = costs_.verify_seconds(work.seqs, work.rows, work.context) +
+                         costs_.draft_seconds(work.seqs, work.fill_rows, recursions, work.recursion_rows, fixed_share);
+  return {work.tokens, seconds};
 }
 
 }  // namespace mtpserve

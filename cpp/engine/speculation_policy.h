@@ -7,14 +7,24 @@
 //             worth less than the time it adds drafts fewer.
 // In each batch-size bucket of the cost model the adaptive policy first cycles k through
 // 0..k_max (warm-up: the bucket's fits need steps of each k), and later takes every
-// kProbeInterval-th step at a cycled k, so that a cost it has stopped observing cannot go stale.
+// kProbeInterval-th step at a cycled k other than the one it chose last, so that a cost or an
+// acceptance it has stopped observing cannot go stale (and the cost model lets a probe's fresh
+// timing outweigh the stale ones: StepCostModel forgets per step, not per sample).
 // Where the engine defers the MTP fill of sequences given no drafts (EngineConfig::
 // deferred_fill_positions), a k = 0 step starts no MTP forward: such a plan pays each row's fill (it
 // runs later) and only a share of the fill's fixed cost, that of one catch-up every `fill_every`
-// steps. A plan that drafts for a sequence pays its catch-up now (its waiting positions join the fill);
-// one that keeps it at k = 0 does not (a sequence that finishes first never pays it). So resuming
-// drafting must win back the catch-up, and the policy does not flip between k = 0 and drafting
-// every few steps.
+// steps. A sequence's waiting positions are owed whatever the plan (k = 0 catches them up once its
+// stash is full), so resuming drafting is not charged for them: a noisy step that chose k = 0 does
+// not lock a sequence whose drafts pay out of drafting until its stash fills.
+// A sequence whose fills wait (deferred) and whose drafts fail - its own measured acceptance makes
+// drafting not pay (the estimate would choose k = 0 for a batch of sequences that all had it), where
+// drafts that are always accepted would pay (in this batch, or alone in a step: where they would
+// not, the costs decide, not the sequence) - takes no drafts, probes included (a probe would only
+// catch it up), and is retired once its stash is full (DraftPlan::retire): the engine drops its
+// stash and never drafts for it again, so it stops paying the MTP layer's fill and catch-ups (it
+// does not resume drafting if the load falls later). Drafts that are always accepted never fail. A
+// retired sequence stays in the step (NonDrafting): its row and context still count towards the
+// step's costs.
 #include <cstdint>
 #include <vector>
 
@@ -32,12 +42,19 @@ struct DraftCandidate {
   // Drafts its whole budget whatever the load: a seeded sampled request's tokens depend on how many
   // drafts each of its steps verifies, and must not depend on what else runs.
   bool pinned = false;
-  int64_t stashed = 0;  // positions whose fill waits (deferred): drafting catches them up first
+  int64_t stashed = 0;  // positions whose fill waits (deferred): a full stash may retire the sequence
+};
+
+// The step's decoding sequences the policy does not plan for (retired): a row each.
+struct NonDrafting {
+  int64_t seqs = 0;
+  int64_t context = 0;  // their context lengths, summed
 };
 
 struct DraftPlan {
   int64_t step_k = 0;           // the most drafts any sequence takes
   std::vector<int64_t> drafts;  // per candidate
+  std::vector<bool> retire;     // per candidate: drops its stash and drafts no more (see above)
 };
 
 class SpeculationPolicy {
@@ -51,7 +68,7 @@ class SpeculationPolicy {
   // fill_every: 1 where every step fills; else the most steps a fill is deferred by.
   SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, int64_t fill_every = 1);
 
-  DraftPlan plan(const std::vector<DraftCandidate>& candidates);
+  DraftPlan plan(const std::vector<DraftCandidate>& candidates, NonDrafting others = {});
   // Tests only: the step's k of plan i is schedule[i % size] (within budgets, pinned or not), whatever
   // the kind.
   void force_schedule(std::vector<int64_t> schedule) {
@@ -66,13 +83,32 @@ class SpeculationPolicy {
   struct Estimate {
     double tokens = 0, seconds = 0;
   };
+  // What a step computes, summed over its sequences: what the step cost model prices.
+  struct StepWork {
+    int64_t seqs = 0, step_k = 0;
+    double rows = 0, context = 0;
+    double tokens = 0;     // expected tokens emitted
+    double fill_rows = 0;  // the candidates' expected tokens: positions the next fill runs, now or deferred
+    double recursion_rows = 0;
+  };
   DraftPlan uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const;
-  DraftPlan best(const std::vector<DraftCandidate>& candidates) const;
+  // reach[s][i]: probability that candidate s's drafts 1..i are all accepted (reach[s][0] = 1).
+  std::vector<std::vector<double>> reaches(const std::vector<DraftCandidate>& candidates) const;
+  DraftPlan best(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
+                 const NonDrafting& others) const;
+  // Per candidate: its fills wait (deferred), and drafting does not pay in a batch of sequences that all
+  // had its measured acceptance (AcceptanceStats::measured), though it would with drafts that are always
+  // accepted, in this batch or for the sequence alone in a step.
+  std::vector<bool> failing(const std::vector<DraftCandidate>& candidates, const NonDrafting& others) const;
+  // Whether some k >= 1 beats k = 0 for a step of `seqs` sequences (`context` tokens in all) that all draft
+  // k with these reach probabilities.
+  bool drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const;
   // Drops drafts whose expected tokens are worth less than the time they add at `seconds_per_token`.
   void trim(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
-            double seconds_per_token, DraftPlan& plan) const;
+            double seconds_per_token, int64_t num_seqs, DraftPlan& plan) const;
   Estimate estimate(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
-                    const DraftPlan& plan) const;
+                    const NonDrafting& others, const DraftPlan& plan) const;
+  Estimate estimate(const StepWork& work) const;
 
   SpeculationPolicyKind kind_;
   int64_t k_max_;
@@ -80,7 +116,11 @@ class SpeculationPolicy {
   StepCostModel costs_;
   AcceptanceStats acceptance_;
   std::vector<int64_t> schedule_;
-  std::vector<int64_t> plans_;  // adaptive plans made, per batch-size bucket
+  struct Bucket {
+    int64_t plans = 0;     // adaptive plans made
+    int64_t chosen_k = 0;  // the step's k of the last plan the estimate chose
+  };
+  std::vector<Bucket> buckets_;  // per batch-size bucket
   int64_t forced_plans_ = 0;
 };
 

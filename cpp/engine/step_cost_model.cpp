@@ -1,12 +1,22 @@
 #include "engine/step_cost_model.h"
 
+#include <algorithm>
+
 namespace mtpserve {
 
 namespace {
 
-// Each sample's weight halves after about 70 more in its bucket: long enough to average
+// Each sample's weight halves after about 70 decode steps of its bucket: long enough to average
 // step-time noise, short enough to follow a device whose speed drifts.
 constexpr double kForget = 0.99;
+// A decode step that does not measure what a fit would need ages it this many times as fast: a
+// cost that has gone unmeasured for a probe interval keeps a trace of its weight only, so the next
+// measurement (a probe's, a catch-up's) sets the estimate instead of nudging it.
+constexpr double kUnmeasuredAging = 10.0;
+
+// The age of a fit's older samples when a new one comes `steps` decode steps after the last one
+// that measured the same thing.
+double age_after(int64_t steps) { return 1.0 + kUnmeasuredAging * static_cast<double>(std::max<int64_t>(0, steps - 1)); }
 
 }  // namespace
 
@@ -33,14 +43,22 @@ const StepCostModel::Fits* StepCostModel::find(int64_t num_seqs) const {
 }
 
 void StepCostModel::record_verify(int64_t num_seqs, int64_t rows, int64_t context, double seconds) {
-  fits(num_seqs).verify.add({1.0, static_cast<double>(rows), static_cast<double>(context)}, seconds);
+  Fits& f = fits(num_seqs);
+  ++f.steps;
+  // Only a step with drafts (more rows than sequences) measures what a verify row costs.
+  const bool drafted = rows > num_seqs;
+  f.verify.add({1.0, static_cast<double>(rows), static_cast<double>(context)}, seconds,
+               drafted ? age_after(f.steps - f.steps_at_drafted_verify) : 1.0);
+  if (drafted) f.steps_at_drafted_verify = f.steps;
 }
 
 void StepCostModel::record_draft(int64_t num_seqs, int64_t fill_rows, int64_t recursions, int64_t recursion_rows,
                                  double seconds) {
-  fits(num_seqs).draft.add({1.0, static_cast<double>(fill_rows), static_cast<double>(recursions),
-                            static_cast<double>(recursion_rows)},
-                           seconds);
+  Fits& f = fits(num_seqs);
+  f.draft.add({1.0, static_cast<double>(fill_rows), static_cast<double>(recursions),
+               static_cast<double>(recursion_rows)},
+              seconds, age_after(f.steps - f.steps_at_draft));
+  f.steps_at_draft = f.steps;
 }
 
 double StepCostModel::verify_seconds(int64_t num_seqs, double rows, double context) const {

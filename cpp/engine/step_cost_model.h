@@ -8,6 +8,10 @@
 //   draft   t = d + e * fill_rows + f * recursions + g * recursion_rows
 // `verify` spans the target forward and sampling; `draft` the MTP fill and the recursion for
 // drafts 2..k (one forward per recursion level, recursion_rows rows in all).
+// Both fits forget old samples as the bucket's decode steps go by, not only as new samples come: a
+// k = 0 step measures no verify row's cost, and runs no draft phase at all where its fills are
+// deferred; a cost last measured long ago must give way to the next measurement (a probe's, a
+// catch-up's) instead of outweighing it.
 // A step's cost is far from linear over all batch sizes (one row more costs much more at batch 1
 // than at batch 64 on a CPU; a GPU is flat until it is compute-bound), so each batch-size bucket
 // (decoding sequences in [2^i, 2^(i+1))) has its own fits: linear is only asked to hold across
@@ -40,6 +44,9 @@ class StepCostModel {
   struct Fits {
     Fits();
     OnlineLinearFit verify, draft;
+    int64_t steps = 0;                    // verify samples: the bucket's decode steps
+    int64_t steps_at_draft = 0;           // `steps` when the draft fit last got a sample
+    int64_t steps_at_drafted_verify = 0;  // `steps` at the last verify sample with drafts
   };
   Fits& fits(int64_t num_seqs);
   const Fits* find(int64_t num_seqs) const;

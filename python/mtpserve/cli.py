@@ -26,13 +26,17 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                        ("max_cache_blocks", int), ("max_tokens_per_batch", int), ("max_seqs_per_batch", int),
                        ("enable_prefix_cache", parse_bool), ("enable_chunked_prefill", parse_bool),
                        ("max_model_len", int), ("draft_model", str), ("draft_devices", str),
-                       ("num_speculative_tokens", int), ("deferred_fill_positions", int), ("seed", int),
+                       ("num_speculative_tokens", int), ("seed", int),
                        ("graph_max_batch", int), ("ep_size", int), ("dp_size", int)):
         parser.add_argument(f"--{name}", type=kind, default=defaults[name].default)
     parser.add_argument("--speculative_policy", choices=SPECULATIVE_POLICIES,
                         default=defaults["speculative_policy"].default,
                         help="adaptive: each step drafts the k in 0..num_speculative_tokens that maximises expected "
                              "tokens/s from measured step costs and acceptance; fixed: always num_speculative_tokens")
+    parser.add_argument("--deferred_fill_positions", type=int, default=defaults["deferred_fill_positions"].default,
+                        help="adaptive policy on one rank: a sequence given no drafts skips the MTP layer's cache fill "
+                             "for up to this many positions and catches up when it drafts again (0: fill every "
+                             "step); default 64 on the CPU and 0 on GPUs and NPUs, where the deferral has not run yet")
     parser.add_argument("--batch_invariant", type=parse_bool, nargs="?", const=True,
                         default=defaults["batch_invariant"].default,
                         help="batch-invariant kernels: each token's result is bit-identical whatever else runs in "

@@ -61,13 +61,15 @@ def sum_stats(stats: list) -> SimpleNamespace:
     """Every group's EngineStats added up (kv_usage: the mean; per-position lists element by element)."""
     total = SimpleNamespace(**{name: sum(getattr(s, name) for s in stats) for name in _SUMMED})
     total.kv_usage = sum(s.kv_usage for s in stats) / len(stats)
-    spec = SimpleNamespace(drafts=0, draft_tokens=0, accepted_tokens=0, accepted_per_position=[], steps_by_k=[])
+    spec = SimpleNamespace(drafts=0, draft_tokens=0, accepted_tokens=0, accepted_per_position=[], steps_by_k=[],
+                           retired=0)
     for s in stats:
         spec.drafts += s.spec.drafts
         spec.draft_tokens += s.spec.draft_tokens
         spec.accepted_tokens += s.spec.accepted_tokens
         spec.accepted_per_position = _add_lists(spec.accepted_per_position, s.spec.accepted_per_position)
         spec.steps_by_k = _add_lists(spec.steps_by_k, s.spec.steps_by_k)
+        spec.retired += s.spec.retired
     total.spec = spec
     return total
 

@@ -33,10 +33,9 @@ class EngineArgs:
     speculative_policy: str = "adaptive"
     # Adaptive policy, one rank: a sequence given no drafts defers the MTP layer's cache fill for up to this
     # many positions (their hidden states wait on the device, max_seqs_per_batch x this many rows) and catches
-    # up when it drafts again; 0 (the default): the fill runs every step. Opt-in: while fills are deferred
-    # the policy measures no drafting cost, so a noisy early estimate can hold it at k = 0 for long
-    # stretches; and it has not run on a GPU or an NPU yet.
-    deferred_fill_positions: int = 0
+    # up when it drafts again; 0: the fill runs every step. Unset: 64 on the CPU, 0 on accelerators (the
+    # deferral has not run on a GPU or an NPU yet).
+    deferred_fill_positions: int | None = None
     seed: int = 0
     # Batch-invariant kernels: each token's result is bit-identical whatever else is in the step
     # (greedy MTP == no MTP, a seeded request == itself under any load, in every dtype); CPU and CUDA.
@@ -74,6 +73,8 @@ class EngineArgs:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         self.device = resolve_device(self.devices)
+        if self.deferred_fill_positions is None:
+            self.deferred_fill_positions = 64 if self.device == "cpu" else 0
         if not isinstance(self.deferred_fill_positions, int) or self.deferred_fill_positions < 0:
             raise ValueError(f"deferred_fill_positions must be an integer >= 0, got {self.deferred_fill_positions!r}")
         if self.draft_devices is not None and self.draft_devices.strip() not in (self.devices.strip(), self.device):

@@ -52,7 +52,8 @@ def pump_outputs(engine, deliver: Callable[[list], None], stop: threading.Event)
 
 def plain_spec(spec) -> SimpleNamespace:
     return SimpleNamespace(drafts=spec.drafts, draft_tokens=spec.draft_tokens, accepted_tokens=spec.accepted_tokens,
-                           accepted_per_position=list(spec.accepted_per_position), steps_by_k=list(spec.steps_by_k))
+                           accepted_per_position=list(spec.accepted_per_position), steps_by_k=list(spec.steps_by_k),
+                           retired=spec.retired)
 
 
 STAT_FIELDS = ("running", "waiting", "kv_usage", "prefix_queries", "prefix_hits", "prompt_tokens", "generation_tokens",

@@ -72,6 +72,7 @@ class RequestState:
         m.num_drafts, m.num_draft_tokens, m.num_accepted_tokens = spec.drafts, spec.draft_tokens, spec.accepted_tokens
         m.accepted_per_position = list(spec.accepted_per_position)
         m.steps_by_k = list(spec.steps_by_k)
+        m.retired_from_drafting = spec.retired
 
     def _entry(self, lp) -> dict[int, Logprob]:
         decode = lambda t: self.tokenizer.decode([t], skip_special_tokens=False)  # noqa: E731

@@ -56,6 +56,9 @@ class RequestMetrics:
     num_accepted_tokens: int = 0
     accepted_per_position: list[int] = field(default_factory=list)  # [j] = drafts whose token j was accepted
     steps_by_k: list[int] = field(default_factory=list)  # [k] = its decode steps that verified k drafts
+    # Times the adaptive policy retired it from drafting (its drafts did not pay: no more MTP fills or drafts);
+    # 0 or 1, unless a preemption let it draft again.
+    retired_from_drafting: int = 0
 
     @property
     def acceptance_rate(self) -> float | None:

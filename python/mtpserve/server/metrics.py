@@ -67,6 +67,8 @@ class EngineStatsCollector(Collector):
         yield per_pos
         if spec.steps_by_k:
             yield self._step_k_histogram(spec.steps_by_k)
+        yield self._counter("mtpserve:spec_decode_num_retired_sequences", "Sequences the adaptive policy retired "
+                            "from drafting (their drafts did not pay: no more MTP fills or drafts).", spec.retired)
         by_group = getattr(s, "requests_by_group", None)  # data-parallel attention
         if by_group is not None:
             groups = CounterMetricFamily("mtpserve:dp_group_requests", "Requests the frontend sent to each "

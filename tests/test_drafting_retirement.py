@@ -1,0 +1,94 @@
+"""A sequence whose drafts do not pay is retired from drafting once its stash of deferred MTP fills is full
+(SpeculationPolicy's retire): its stash is dropped and it runs no MTP fill, catch-up or draft again. Output
+stays the k = 0 output; a sequence whose drafts are all accepted is never retired; the count shows per
+request and in /metrics."""
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from mtpserve import LLM
+from mtpserve.engine_args import DEFAULT_MODEL
+from mtpserve.model_loader import load_model
+from mtpserve.sampling_params import SamplingParams
+from mtpserve.server.metrics import EngineStatsCollector
+from test_deferred_fill import generate, make_engine
+from test_mtp import BASE, BATCHES, VARIANTS, tokens
+
+LONG = SamplingParams(temperature=0, max_tokens=120, ignore_eos=True)
+
+
+def wrong(outputs):
+    """Drafts that are never accepted: each output token shifted by one."""
+    return [(t + 1) % 512 for t in outputs]
+
+
+def retiring_llm(model_dir, **overrides):
+    """Stashes of 4 positions: a sequence whose drafts fail retires within its first few dozen steps."""
+    return LLM(str(model_dir), **{**BASE, **overrides}, num_speculative_tokens=3, speculative_policy="adaptive",
+               deferred_fill_positions=4)
+
+
+@pytest.fixture(scope="module")
+def expected(tiny_model_dir):
+    llm = LLM(str(tiny_model_dir), **BASE)
+    try:
+        yield tokens(llm.generate(BATCHES[4], LONG))
+    finally:
+        llm.shutdown()
+
+
+@pytest.mark.parametrize("variant", ["chunked+prefix", "preempting-cache"])
+def test_rejected_drafts_retire_correct_ones_never_and_greedy_output_equals_k0(tiny_model_dir, expected, variant):
+    llm = retiring_llm(tiny_model_dir, **VARIANTS[variant])
+    try:
+        # A fresh LLM numbers its requests "0", "1", ...: request 0 drafts its own output, the others wrong tokens.
+        for i, out in enumerate(expected):
+            llm.core.engine.override_drafts(str(i), out if i == 0 else wrong(out))
+        outs = llm.generate(BATCHES[4], LONG)
+        assert tokens(outs) == expected
+        retired = [o.metrics.retired_from_drafting for o in outs]
+        assert retired[0] == 0 and all(r >= 1 for r in retired[1:]), retired
+        assert llm.stats().spec.retired == sum(retired)
+        assert outs[0].metrics.num_accepted_tokens == outs[0].metrics.num_draft_tokens > 0
+        if variant == "preempting-cache":
+            assert llm.stats().preemptions > 0
+    finally:
+        llm.shutdown()
+
+
+def test_a_retired_sequence_writes_no_mtp_row_after_it_retires():
+    """The MTP cache starts zeroed: a row that stays zero was never written by a fill, catch-up or draft."""
+    model = load_model(DEFAULT_MODEL, dtype="float32")
+    prompt, max_tokens = BATCHES[1][0], 120
+    plain, _, _ = make_engine(model, [0], 0)  # k = 0 every step, filling every step
+    try:
+        expected, _ = generate(plain, "r", prompt, max_tokens)
+    finally:
+        plain.shutdown()
+    engine, _, mtp_cache = make_engine(model, [], 4)  # the policy's own choices
+    try:
+        engine.override_drafts("r", wrong(expected))
+        out, spec = generate(engine, "r", prompt, max_tokens)
+        stats = engine.stats()
+    finally:
+        engine.shutdown()
+    assert out == expected
+    assert spec.retired == stats.spec.retired == 1
+    written = mtp_cache.view(-1, mtp_cache.shape[-1])[:len(prompt) + max_tokens].abs().sum(-1).gt(0)
+    assert written[:len(prompt)].all()  # the prefill's fill
+    # Retired within its first 40 tokens (warm-up, then a full stash of 4): nothing written past there.
+    assert written[len(prompt):len(prompt) + 16].any() and not written[len(prompt) + 40:].any()
+
+
+def test_the_retired_count_is_a_prometheus_counter(tiny_model_dir, expected):
+    llm = retiring_llm(tiny_model_dir)
+    try:
+        llm.core.engine.override_drafts("0", wrong(expected[0]))
+        out = llm.generate([BATCHES[4][0]], LONG)[0]
+        registry = CollectorRegistry()
+        registry.register(EngineStatsCollector(llm.stats, "tiny"))
+        families = {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
+        [sample] = families["mtpserve:spec_decode_num_retired_sequences"].samples
+        assert sample.value == llm.stats().spec.retired == out.metrics.retired_from_drafting == 1
+    finally:
+        llm.shutdown()
