@@ -2,8 +2,9 @@
 // Least squares of y on a few non-negative features with exponential forgetting: a new sample
 // weighs 1 and every older one forget^age times what it weighed before (age: forgetting periods
 // since the previous sample, one by default), so the fit follows a device whose speed drifts (clocks,
-// co-tenants) without a window to size, and a sample taken after a long gap outweighs stale ones. Coefficients are kept
-// non-negative: every term is a cost, and a noisy negative slope would make more work look free.
+// co-tenants) without a window to size, and a sample taken after a long gap outweighs stale ones.
+// Coefficients are kept non-negative: every term is a cost, and a noisy negative slope would make more
+// work look free.
 #include <cstddef>
 #include <vector>
 

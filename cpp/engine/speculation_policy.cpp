@@ -5,6 +5,17 @@
 
 namespace mtpserve {
 
+namespace {
+
+// r[i]: probability that drafts 1..i are all accepted, from the per-position acceptance p (r[0] = 1).
+std::vector<double> reach_of(const std::vector<double>& p) {
+  std::vector<double> r{1.0};
+  for (double pj : p) r.push_back(r.back() * pj);
+  return r;
+}
+
+}  // namespace
+
 SpeculationPolicy::SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, int64_t fill_every)
     : kind_(kind), k_max_(k_max), fill_every_(fill_every), acceptance_(k_max) {
   if (k_max < 1) throw std::invalid_argument("SpeculationPolicy needs k_max >= 1");
@@ -58,12 +69,7 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
 
 std::vector<std::vector<double>> SpeculationPolicy::reaches(const std::vector<DraftCandidate>& candidates) const {
   std::vector<std::vector<double>> reach;
-  for (const auto& c : candidates) {
-    const std::vector<double> p = acceptance_.sequence(c.seq_id);
-    std::vector<double> r{1.0};
-    for (double pj : p) r.push_back(r.back() * pj);
-    reach.push_back(std::move(r));
-  }
+  for (const auto& c : candidates) reach.push_back(reach_of(acceptance_.sequence(c.seq_id)));
   return reach;
 }
 
@@ -121,8 +127,7 @@ std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& 
     if (c.pinned || c.stashed == 0) continue;
     // Its own record, not leaning on the others': drafts that have always been accepted (or not been
     // tried) never fail.
-    std::vector<double> r{1.0};
-    for (double pj : acceptance_.measured(c.seq_id)) r.push_back(r.back() * pj);
+    const std::vector<double> r = reach_of(acceptance_.measured(c.seq_id));
     if (drafting_pays(seqs, context, r)) continue;
     // Its acceptance is to blame where always-accepted drafts would pay: in this step, or alone in one
     // (where drafting pays most). Elsewhere the load is, and it keeps its stash for when the load falls.
