@@ -59,35 +59,52 @@ __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
 // Masks positions at or past `end` and past each row's `limit`, folds the tile into the row maxima m
 // and the thread's partial sums l (quad-summed by the caller at the end), leaves the probabilities in
 // s and the factor the row's output accumulators must be scaled by in alpha.
+
+// 2^x by the MUFU unit alone (exp2f adds range fix-ups around it); flushes results below 2^-126 to zero.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ void online_softmax(float (&s)[4][4], int tile_start, int end,
                                                       const int (&limit)[2], float scale_log2, int tq,
                                                       float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+  // Most tiles are visible to all of a thread's positions: they skip the per-position mask.
+  const int tile_last = tile_start + 31;
+  if (tile_last >= end || tile_last > min(limit[0], limit[1])) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int pos = tile_start + 8 * i + 2 * tq + (c & 1);
+        if (pos >= end || pos > limit[c >> 1]) s[i][c] = -INFINITY;
+      }
+    }
+  }
+  // The maxima of the unscaled scores: scale_log2 > 0 keeps their order, so scaling the maximum afterwards
+  // gives the same float as the maximum of the scaled scores.
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const int pos = tile_start + 8 * i + 2 * tq + (c & 1);
-      const bool visible = pos < end && pos <= limit[c >> 1];
-      s[i][c] = visible ? s[i][c] * scale_log2 : -INFINITY;
-      tile_max[c >> 1] = fmaxf(tile_max[c >> 1], s[i][c]);
-    }
+    for (int c = 0; c < 4; ++c) tile_max[c >> 1] = fmaxf(tile_max[c >> 1], s[i][c]);
   }
   float base[2], row_sum[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-    const float m_new = fmaxf(m[r], tile_max[r]);
+    const float m_new = fmaxf(m[r], tile_max[r] * scale_log2);
     base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet keeps p = 0, alpha = 0
-    alpha[r] = exp2f(m[r] - base[r]);
+    alpha[r] = fast_exp2(m[r] - base[r]);
     m[r] = m_new;
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      s[i][c] = exp2f(s[i][c] - base[c >> 1]);
+      s[i][c] = fast_exp2(fmaf(s[i][c], scale_log2, -base[c >> 1]));
       row_sum[c >> 1] += s[i][c];
     }
   }

@@ -107,15 +107,34 @@ __device__ __forceinline__ void wgmma_pv(float (*d)[4], const uint32_t (&a)[4], 
   }
 }
 
+// S (64 x 32) (+)= Q K^T over k16 steps [kFirst, kFirst + kKSteps / 2) of the 576 dims, from descriptors of Q's
+// and the KV stage's first slab: every step's descriptor is a compile-time offset from those (the address
+// field is the low 14 bits of byte address / 16 and shared memory stays below 256 KB, so adding never carries
+// out of it), which keeps the per-step work to uniform-register adds.
+template <typename T, int kFirst>
+__device__ __forceinline__ void issue_scores(float (&s)[4][4], uint64_t q_desc, uint64_t kv_desc) {
+#pragma unroll
+  for (int h = 0; h < kKSteps / 2; ++h) {
+    constexpr int kSlabStep = 4;  // k16 steps per 128-byte swizzle row
+    const int ks = kFirst + h;
+    const uint32_t within = (ks % kSlabStep) * 32;
+    wgmma_qk<T>(s, q_desc + (((ks / kSlabStep) * kQSlabBytes + within) >> 4),
+                kv_desc + (((ks / kSlabStep) * kKvSlabBytes + within) >> 4), h > 0);
+  }
+}
+
 // Thread i copies row i / 8 of a tile, 16-byte chunks i % 8 + 8m of it (m = 0..8: one per slab), so
 // eight threads read a row's 1152 contiguous bytes and the swizzled destination is fixed per thread.
 constexpr int kRowThreads = 8;
 static_assert(kThreads == kTokens * kRowThreads, "one tile row per eight threads");
 
 // The cache row of position `pos`, or -1 at or past `end`. Read one tile ahead of its copy, so the
-// block-table load is off the tile's critical path.
-__device__ __forceinline__ int64_t cache_row(const int32_t* table, int block_size, int pos, int end) {
-  return pos < end ? static_cast<int64_t>(table[pos / block_size]) * block_size + pos % block_size : -1;
+// block-table load is off the tile's critical path. `block_shift` >= 0 says block_size is 2^block_shift (the
+// usual sizes): a shift instead of an integer division, which costs some 40 instructions a tile.
+__device__ __forceinline__ int64_t cache_row(const int32_t* table, int block_size, int block_shift, int pos, int end) {
+  if (pos >= end) return -1;
+  const int block = block_shift >= 0 ? pos >> block_shift : pos / block_size;
+  return static_cast<int64_t>(table[block]) * block_size + (pos - block * block_size);
 }
 
 // Copies cache row `cache_index` (zeros for -1) into this thread's chunks of a stage row.
@@ -143,7 +162,10 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_wgmma_kernel(MlaAtt
     for (int r = threadIdx.x; r < w.count; r += blockDim.x) p.lse[blockIdx.z * rows_total + w.out_row + r] = -INFINITY;
     return;
   }
-  const int group = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  // The warpgroup, broadcast from lane 0 so the compiler knows it is warp-uniform and keeps what derives from
+  // it (the wgmma descriptors) in uniform registers.
+  const int group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int lane_in_group = threadIdx.x & 127;
   const int tq = lane & 3;
 
@@ -158,6 +180,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_wgmma_kernel(MlaAtt
   const T* cache = static_cast<const T*>(p.cache);
   const int32_t* table = p.block_tables + static_cast<int64_t>(blockIdx.x) * p.table_width;
   const int block_size = static_cast<int>(p.block_size);
+  const int block_shift = (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
   const int num_tiles = static_cast<int>(ceil_div(w.end - w.begin, kTokens));
 
   // The Q tile (padding entries zeroed) joins the first KV tile's copy group.
@@ -167,7 +190,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_wgmma_kernel(MlaAtt
     const bool valid = r < w.count;
     cp_async16(sq + swizzled(r, c, kQSlabBytes), q + (valid ? r : 0) * kDim + c * 8, valid);
   }
-  const auto tile_row = [&](int tile) { return cache_row(table, block_size, w.begin + tile * kTokens + row, w.end); };
+  const auto tile_row = [&](int tile) { return cache_row(table, block_size, block_shift, w.begin + tile * kTokens + row, w.end); };
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {
     if (st < num_tiles) load_kv_row<T>(skv + st * kStageBytes + row_offset, cache, tile_row(st));
@@ -179,6 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_wgmma_kernel(MlaAtt
   row_limits(p, w, 16 * warp, limit);
   const float scale_log2 = p.scale * kLog2e;
   const uint64_t v_desc = smem_desc(kv_addr + group * 4 * kKvSlabBytes, 1024, 1024);  // this warpgroup's V columns
+  const uint64_t q_desc = smem_desc(q_addr, 16, 1024);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   float o[4 * 8][4];  // four 64-column accumulators of m64n64, 8 n8 tiles each
 #pragma unroll
@@ -199,12 +223,11 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_wgmma_kernel(MlaAtt
 #pragma unroll
     for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
     wgmma_fence();
-#pragma unroll
-    for (int h = 0; h < kKSteps / 2; ++h) {
-      const int ks = group * (kKSteps / 2) + h;
-      const uint32_t within = (ks & 3) * 32;  // k16 steps inside a 128-byte swizzle row
-      wgmma_qk<T>(s, smem_desc(q_addr + (ks >> 2) * kQSlabBytes + within, 16, 1024),
-                  smem_desc(kv_addr + stage + (ks >> 2) * kKvSlabBytes + within, 16, 1024), h > 0);
+    const uint64_t kv_desc = smem_desc(kv_addr + stage, 16, 1024);
+    if (group == 0) {
+      issue_scores<T, 0>(s, q_desc, kv_desc);
+    } else {
+      issue_scores<T, kKSteps / 2>(s, q_desc, kv_desc);
     }
     wgmma_commit();
     wgmma_wait();
