@@ -227,42 +227,41 @@ __global__ void __launch_bounds__(256, 1) mla_attention_mma_kernel(MlaAttentionL
 }
 
 // ---------------------------------------------------------------------------------------------
-// Split combine: one warp per entry row; out = sum_z 2^(lse_z - max) O_z / sum_z 2^(lse_z - max).
+// Split combine: out = sum_z 2^(lse_z - max) O_z / sum_z 2^(lse_z - max). One thread per entry row and
+// 4 value columns, so a decode step's few hundred rows still spread over the whole GPU and each thread's
+// split loads are independent of each other (a warp per row left most SMs idle and its loads in series).
+
+constexpr int kCombineThreads = 256;
 
 template <typename T>
-__global__ void mla_combine_kernel(MlaAttentionLaunch p) {
+__global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(MlaAttentionLaunch p) {
   const int64_t rows_total = p.tokens * p.heads;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (row >= rows_total) return;
-  const float lse = lane < p.splits ? p.lse[lane * rows_total + row] : -INFINITY;
-  float top = lse;
-  for (int d = 16; d > 0; d /= 2) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, d));
-  const float weight = lse == -INFINITY ? 0.0f : exp2f(lse - top);
-  float total = weight;
-  for (int d = 16; d > 0; d /= 2) total += __shfl_xor_sync(0xffffffffu, total, d);
-  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
   const int kv = static_cast<int>(p.kv_lora);
-  T* out = static_cast<T*>(p.out) + row * kv;
-  for (int base = 0; base < kv; base += 128) {  // every lane iterates: the shuffles need the whole warp
-    const int col = base + lane * 4;
-    const bool active = col < kv;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int z = 0; z < p.splits; ++z) {
-      const float wz = __shfl_sync(0xffffffffu, weight, z);
-      if (wz == 0.0f || !active) continue;  // an empty split's partial was never written
-      const float4 x = *reinterpret_cast<const float4*>(p.partial + (z * rows_total + row) * kv + col);
-      acc.x += wz * x.x;
-      acc.y += wz * x.y;
-      acc.z += wz * x.z;
-      acc.w += wz * x.w;
-    }
-    if (!active) continue;
-    out[col] = from_float<T>(acc.x * inv);
-    out[col + 1] = from_float<T>(acc.y * inv);
-    out[col + 2] = from_float<T>(acc.z * inv);
-    out[col + 3] = from_float<T>(acc.w * inv);
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t row = index / (kv / 4);
+  const int col = static_cast<int>(index % (kv / 4)) * 4;
+  if (row >= rows_total) return;
+  float top = -INFINITY;
+  for (int z = 0; z < p.splits; ++z) top = fmaxf(top, p.lse[z * rows_total + row]);
+  float total = 0.0f;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int z = 0; z < p.splits; ++z) {
+    const float lse = p.lse[z * rows_total + row];
+    if (lse == -INFINITY) continue;  // an empty split's partial was never written
+    const float wz = exp2f(lse - top);
+    const float4 x = *reinterpret_cast<const float4*>(p.partial + (z * rows_total + row) * kv + col);
+    total += wz;
+    acc.x += wz * x.x;
+    acc.y += wz * x.y;
+    acc.z += wz * x.z;
+    acc.w += wz * x.w;
   }
+  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+  T* out = static_cast<T*>(p.out) + row * kv + col;
+  out[0] = from_float<T>(acc.x * inv);
+  out[1] = from_float<T>(acc.y * inv);
+  out[2] = from_float<T>(acc.z * inv);
+  out[3] = from_float<T>(acc.w * inv);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -367,9 +366,8 @@ cudaError_t launch_mma(const MlaAttentionLaunch& p, cudaStream_t stream) {
 
 template <typename T>
 cudaError_t launch_combine(const MlaAttentionLaunch& p, cudaStream_t stream) {
-  constexpr int kRowsPerBlock = 8;
-  const auto blocks = static_cast<unsigned>(ceil_div(p.tokens * p.heads, kRowsPerBlock));
-  mla_combine_kernel<T><<<blocks, kRowsPerBlock * 32, 0, stream>>>(p);
+  const auto blocks = static_cast<unsigned>(ceil_div(p.tokens * p.heads * (p.kv_lora / 4), kCombineThreads));
+  mla_combine_kernel<T><<<blocks, kCombineThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
