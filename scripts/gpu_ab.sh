@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A/B of two versions of some source files on one GPU machine, in one device call (device tool; carry .whl
+# and the variant folder). Builds the tree as it is (A), then swaps in every file under $AB_VARIANT (same
+# relative paths; B) and rebuilds incrementally, and runs $AB_CMD after each build in the order A B A B, so
+# that drift of the machine shows as a difference between the two runs of one version. Each run's output
+# goes to $OUT/<A|B><1|2>/ (the command sees that folder as $RUN_OUT); the tree is left as B.
+#   AB_VARIANT=.ab/new AB_CMD='python3 scripts/bench_mla_attention.py --batches 16,64 --out $RUN_OUT' \
+#     bash scripts/gpu_ab.sh
+# AB_TEST (optional) runs once against each version before its first timing, e.g. the kernel's tests.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+: "${AB_VARIANT:?the folder holding version B of the swapped files}" "${AB_CMD:?the command to time}"
+out=${OUT:-/tmp/mtpserve-ab}
+mkdir -p "$out/A_files"
+files=$(cd "$AB_VARIANT" && find . -type f | sed 's|^\./||')
+for f in $files; do
+  [ -f "$f" ] || { echo "$AB_VARIANT/$f has no counterpart in the tree" >&2; exit 2; }
+  mkdir -p "$out/A_files/$(dirname "$f")" && cp "$f" "$out/A_files/$f"
+done
+STAGES=none bash scripts/gpu_check.sh > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+export PYTHONPATH=/tmp/site PATH=/usr/local/cuda/bin:$PATH CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
+
+use() {  # use A|B: put that version's files in place and rebuild
+  local from=$out/A_files
+  [ "$1" = B ] && from=$AB_VARIANT
+  for f in $files; do cp "$from/$f" "$f"; done
+  python3 -m pip install --no-build-isolation --no-deps -e . > "$out/rebuild_$1.log" 2>&1 \
+    || { tail -40 "$out/rebuild_$1.log"; exit 1; }
+}
+
+status=0
+for run in A1 B1 A2 B2; do
+  version=${run:0:1}
+  [ "$run" = A1 ] || use "$version"
+  if [ -n "${AB_TEST:-}" ] && [ "${run:1}" = 1 ]; then
+    echo "== tests, version $version"
+    bash -c "$AB_TEST" > "$out/test_$version.log" 2>&1 || status=1
+    tail -2 "$out/test_$version.log"
+  fi
+  echo "== $run"
+  mkdir -p "$out/$run"
+  RUN_OUT=$out/$run bash -c "$AB_CMD" 2>&1 | tee "$out/$run/output.txt" | tail -25 || status=1
+done
+exit $status
