@@ -108,13 +108,19 @@ def make_engine(model, schedule, deferred, prefix_cache=False):
     return engine, caches, mtp_caches[0]
 
 
-def generate(engine, request_id, prompt, max_tokens):
+def step_outputs(engine, request_id, prompt, max_tokens):
+    """A greedy request's outputs, one per step (each with the request's counters so far)."""
     engine.add_request(request_id, prompt, _C.SamplingParams(temperature=0.0, max_tokens=max_tokens,
                                                              ignore_eos=True))
     out = []
     while not out or not out[-1].finished:
         out += [o for o in engine.get_outputs(1.0) if o.request_id == request_id]
     assert not out[-1].error
+    return out
+
+
+def generate(engine, request_id, prompt, max_tokens):
+    out = step_outputs(engine, request_id, prompt, max_tokens)
     return [t for o in out for t in o.token_ids], out[-1].spec
 
 
