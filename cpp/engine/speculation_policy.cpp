@@ -38,25 +38,24 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   // with deferred fills), so that the first, which catches up, is followed by plain drafting steps.
   const int64_t burst = bucket.chosen_k == 0 && fill_every_ > 1 ? k_max_ : 1;
   const int64_t phase = (i - warmup) % kProbeInterval - (kProbeInterval - burst);
-  const std::vector<std::vector<double>> reach = reaches(candidates);
-  DraftPlan chosen;
+  const DraftPlan estimated = best(candidates, reaches(candidates), others);
+  DraftPlan chosen = estimated;
   if (phase >= 0) {
     const int64_t k = burst > 1 ? phase : ((i - warmup) / kProbeInterval) % k_max_;
     chosen = uniform(candidates, k < bucket.chosen_k ? k : k + 1);
   } else {
-    chosen = best(candidates, reach, others);
-    bucket.chosen_k = chosen.step_k;
+    bucket.chosen_k = estimated.step_k;
   }
   if (fill_every_ == 1) return chosen;  // nothing is deferred: nothing waits, drops or retires
   // Sequences whose drafts fail take none, probes included (a probe would only catch them up), and
-  // retire once their stash is full. What waits for a sequence that would not draft at this load is
-  // dropped, not caught up.
+  // retire once their stash is full. What waits for a sequence the estimate gives no drafts is dropped,
+  // not caught up.
   const Load load = load_of(candidates, others);
   const bool always_pays = drafting_pays(load.seqs, load.context, std::vector<double>(k_max_ + 1, 1.0));
   const std::vector<bool> fail = failing(candidates, load, always_pays);
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
-    chosen.drop[s] = c.stashed > 0 && !c.pinned && !drafting_pays(load.seqs, load.context, reach[s]);
+    chosen.drop[s] = c.stashed > 0 && !c.pinned && estimated.drafts[s] == 0;
     if (!fail[s]) continue;
     chosen.drafts[s] = 0;
     chosen.retire[s] = candidates[s].stashed >= fill_every_;

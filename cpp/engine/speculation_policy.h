@@ -25,14 +25,14 @@
 // does not resume drafting if the load falls later). Drafts that are always accepted never fail. A
 // retired sequence stays in the step (NonDrafting): its row and context still count towards the
 // step's costs.
-// For a sequence that would not draft at the step's load - drafting does not pay for a batch of sequences
-// that all had its acceptance estimate, as where even drafts that are always accepted would not - catching
-// up is insurance for a load that may fall (or an acceptance that may rise), paid on every full stash and
-// every probe. The plan drops its waiting positions instead (DraftPlan::drop; no retirement: it drafts
-// again once drafting pays): the engine leaves their MTP cache rows unwritten, and drafts that later read
-// those holes stay lossless (verification sees to that) but may be accepted less. (Drafts that are always
-// accepted alone are not the test: on a CPU at batch 64 they sit at the break-even, while drafts accepted
-// 80% of the time lose.)
+// For a sequence the estimate gives no drafts at the step's load (the plan it chooses, probe or not: as
+// where even drafts that are always accepted would not pay), catching up is insurance for a load that may
+// fall or an acceptance that may rise, paid on every full stash and every probe. The plan drops its
+// waiting positions instead (DraftPlan::drop; no retirement: it drafts again once the estimate gives it
+// drafts): the engine leaves their MTP cache rows unwritten, and drafts that later read those holes stay
+// lossless (verification sees to that) but may be accepted less (scripts/bench_dropped_fills.py).
+// (Drafts that are always accepted are not the test: on a CPU at batch 64 they sit at the break-even, so
+// the test rarely held there, while the estimate gave most sequences no drafts on 80-90% of the steps.)
 #include <cstdint>
 #include <vector>
 
