@@ -1,9 +1,10 @@
-"""At a load where even drafts that are always accepted would not pay, the adaptive policy drops a sequence's
-waiting MTP fills instead of catching them up (SpeculationPolicy's drop): their MTP cache rows stay
-unwritten, and the sequence drafts again, over those holes, once the load falls. The load is forced here
+"""Where its estimate gives a sequence no drafts (as at a load where even drafts that are always accepted would
+not pay), the adaptive policy drops the sequence's waiting MTP fills instead of catching them up
+(SpeculationPolicy's drop): their MTP cache rows stay unwritten, and the sequence drafts again, over those
+holes, once the load falls. The load is forced here
 (force_k_schedule's `unpaid`): output stays the k = 0 output while it rises past and falls below the
-break-even, a resumed sequence whose drafts are known good is accepted as often as before, and blocks past
-a hole are not shared through the prefix cache."""
+break-even, and a resumed sequence whose drafts are known good is accepted as often as before (blocks past a
+hole are kept out of the prefix cache: test_deferred_fill.py)."""
 import pytest
 
 from mtpserve import LLM
@@ -73,30 +74,3 @@ def test_a_sequence_whose_fills_were_dropped_drafts_as_well_when_it_resumes(mode
     assert after >= before
     assert after == acceptance(specs_caught_up[drafting], specs_caught_up[-1])
 
-
-def test_blocks_past_a_dropped_fill_are_not_shared_through_the_prefix_cache(model):
-    """A first request drops its waiting fills (holes in its MTP cache); a second one continues its
-    conversation and drafts every step. Its drafts, and so its acceptance, equal those of an engine that
-    never deferred: it never reads a hole through a shared block."""
-    model, invariant = model
-    if not invariant:
-        pytest.skip("a prefix hit against a recomputed block compares prefill with decode rows: exact only "
-                    "under batch-invariant kernels")
-    prompt = BATCHES[1][0]
-    specs, hits, dropped = [], [], []
-    for deferred in (4, 0):
-        engine, _, _ = make_engine(model, [0], deferred, prefix_cache=True)
-        engine.force_k_schedule([0], [True])
-        try:
-            first, _ = generate(engine, "first", prompt, 40)
-            engine.force_k_schedule([2])
-            _, spec = generate(engine, "second", prompt + first + [5, 6, 7], 32)
-            specs.append((spec.drafts, list(spec.accepted_per_position)))
-            hits.append(engine.stats().prefix_hits)
-            dropped.append(engine.stats().dropped_positions)
-        finally:
-            engine.shutdown()
-    assert dropped[0] > 0 == dropped[1]
-    assert specs[0] == specs[1]
-    assert specs[0][0] > 0
-    assert hits[0] < hits[1]

@@ -174,7 +174,7 @@ class Engine {
   void drop_stash(Request& request);
   // Drops the request's stash and stops its fills and drafts for good (SpeculationPolicy's retire).
   void retire(Request& request);
-  // The first position of `seq` whose MTP cache row is not written yet (its fill is deferred).
+  // The first position of `seq` whose MTP cache row is not written (its fill is deferred, or was dropped).
   int64_t mtp_filled_until(const Sequence& seq) const;
   int64_t draft_budget(const Sequence& seq) const;
   GraphPlan graph_plan() const;

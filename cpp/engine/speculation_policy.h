@@ -25,9 +25,9 @@
 // does not resume drafting if the load falls later). Drafts that are always accepted never fail. A
 // retired sequence stays in the step (NonDrafting): its row and context still count towards the
 // step's costs.
-// For a sequence the estimate gives no drafts at the step's load (the plan it chooses, probe or not: as
-// where even drafts that are always accepted would not pay), catching up is insurance for a load that may
-// fall or an acceptance that may rise, paid on every full stash and every probe. The plan drops its
+// For a sequence the estimate gives no drafts at the step's load (in the plan it chooses, on a probe step
+// too; so also wherever even drafts that are always accepted would not pay), catching up is insurance for a
+// load that may fall or an acceptance that may rise, paid on every full stash and every probe. The plan drops its
 // waiting positions instead (DraftPlan::drop; no retirement: it drafts again once the estimate gives it
 // drafts): the engine leaves their MTP cache rows unwritten, and drafts that later read those holes stay
 // lossless (verification sees to that) but may be accepted less (scripts/bench_dropped_fills.py).
@@ -80,7 +80,7 @@ class SpeculationPolicy {
   DraftPlan plan(const std::vector<DraftCandidate>& candidates, NonDrafting others = {});
   // Tests only: the step's k of plan i is schedule[i % size] (within budgets, pinned or not), whatever
   // the kind; with `unpaid`, plan i drops the waiting positions of its unpinned sequences where
-  // unpaid[i % size] (as if the load were past the break-even of always-accepted drafts).
+  // unpaid[i % size] (as if the load were past the break-even: the estimate gives them no drafts).
   void force_schedule(std::vector<int64_t> schedule, std::vector<bool> unpaid = {}) {
     schedule_ = std::move(schedule);
     unpaid_ = std::move(unpaid);
