@@ -51,6 +51,7 @@ def run(llm: LLM, batch: int, max_tokens: int, temperature: float) -> dict:
     return {"batch": batch, "tokens_per_s": generated / elapsed, "seconds": elapsed, "steps": steps,
             "steps_by_k": by_k, "fill_skipped_steps": after.fill_skipped_steps - before.fill_skipped_steps,
             "caught_up_positions": after.caught_up_positions - before.caught_up_positions,
+            "dropped_positions": after.dropped_positions - before.dropped_positions,
             "retired": after.spec.retired - before.spec.retired,
             "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
             "mean_acceptance_length": 1 + accepted / drafts if drafts else None,

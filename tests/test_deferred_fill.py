@@ -108,13 +108,19 @@ def make_engine(model, schedule, deferred, prefix_cache=False):
     return engine, caches, mtp_caches[0]
 
 
-def generate(engine, request_id, prompt, max_tokens):
+def step_outputs(engine, request_id, prompt, max_tokens):
+    """A greedy request's outputs, one per step (each with the request's counters so far)."""
     engine.add_request(request_id, prompt, _C.SamplingParams(temperature=0.0, max_tokens=max_tokens,
                                                              ignore_eos=True))
     out = []
     while not out or not out[-1].finished:
         out += [o for o in engine.get_outputs(1.0) if o.request_id == request_id]
     assert not out[-1].error
+    return out
+
+
+def generate(engine, request_id, prompt, max_tokens):
+    out = step_outputs(engine, request_id, prompt, max_tokens)
     return [t for o in out for t in o.token_ids], out[-1].spec
 
 
@@ -159,29 +165,35 @@ def test_after_a_catch_up_the_mtp_cache_and_drafts_equal_an_engine_that_filled_e
         torch.testing.assert_close(rows_a, rows_b, rtol=1e-5, atol=1e-5)
 
 
-def test_blocks_whose_mtp_rows_wait_in_the_stash_are_not_shared_through_the_prefix_cache(model):
-    """A first request ends inside a k = 0 stretch (its last positions never filled); a second one continues
+@pytest.mark.parametrize("unfilled", ["waiting", "dropped"])
+def test_blocks_whose_mtp_rows_are_not_written_are_not_shared_through_the_prefix_cache(model, unfilled):
+    """A first request ends inside a k = 0 stretch: its last positions wait in the stash, or (forced past the
+    break-even, stashes of 4) its stashes were dropped, leaving holes in its MTP cache. A second one continues
     its conversation (prompt = the first's prompt + output) and drafts every step. Its drafts, and so its
-    acceptance, equal those of an engine that never deferred: it never reads an unfilled MTP row."""
+    acceptance, equal those of an engine that never deferred: it never reads an unwritten MTP row."""
     model, invariant = model
     if not invariant:
         pytest.skip("a prefix hit against a recomputed block compares prefill with decode rows: exact only "
                     "under batch-invariant kernels")
     prompt = BATCHES[1][0]
-    specs, hits = [], []
-    for deferred in (64, 0):
-        engine, _, _ = make_engine(model, [0], deferred, prefix_cache=True)
+    deferred = 64 if unfilled == "waiting" else 4
+    specs, hits, dropped = [], [], []
+    for positions in (deferred, 0):
+        engine, _, _ = make_engine(model, [0], positions, prefix_cache=True)
+        engine.force_k_schedule([0], [unfilled == "dropped"])
         try:
             first, _ = generate(engine, "first", prompt, 40)
             engine.force_k_schedule([2])
             _, spec = generate(engine, "second", prompt + first + [5, 6, 7], 32)
             specs.append((spec.drafts, list(spec.accepted_per_position)))
             hits.append(engine.stats().prefix_hits)
+            dropped.append(engine.stats().dropped_positions)
         finally:
             engine.shutdown()
     assert specs[0] == specs[1]
     assert specs[0][0] > 0
-    # The deferring engine shares fewer blocks: those past its first unfilled position are recomputed.
+    assert (dropped[0] > 0) == (unfilled == "dropped") and dropped[1] == 0
+    # The deferring engine shares fewer blocks: those past its first unwritten position are recomputed.
     assert hits[0] < hits[1]
 
 

@@ -127,7 +127,7 @@ def test_a_full_stash_retires_a_sequence_whose_drafts_do_not_pay_and_no_other():
     for seq_id in range(1, 8):
         feed_acceptance(policy, seq_id, 3, times=20)  # always accepted
     full = [(i, K_MAX, 100, False, 64) for i in range(8)]
-    step_k, drafts, retire = policy.plan(full)
+    step_k, drafts, retire, _ = policy.plan(full)
     assert drafts[0] == 0 and drafts[1:] == [step_k] * 7 and retire == [True] + [False] * 7
     # Not yet full, or pinned: never retired.
     assert policy.plan([(0, K_MAX, 100, False, 63)] + full[1:])[2] == [False] * 8
@@ -142,9 +142,9 @@ def test_probes_skip_a_sequence_whose_drafts_fail():
     feed_acceptance(policy, 1, 3, times=20)
     batch = [(0, K_MAX, 100, False, 10), (1, K_MAX, 100, False, 10)]
     plans = [policy.plan(batch) for _ in range(policy.probe_interval)]
-    assert all(drafts[0] == 0 for _, drafts, _ in plans) and any(drafts[1] > 0 for _, drafts, _ in plans)
+    assert all(drafts[0] == 0 for _, drafts, _, _ in plans) and any(drafts[1] > 0 for _, drafts, _, _ in plans)
     unfailing = retiring_policy(2)  # no acceptance record: both lean on the engine-wide estimate
-    assert any(drafts[0] > 0 for _, drafts, _ in (unfailing.plan(batch) for _ in range(policy.probe_interval)))
+    assert any(drafts[0] > 0 for _, drafts, _, _ in (unfailing.plan(batch) for _ in range(policy.probe_interval)))
 
 
 def test_retired_sequences_still_count_in_the_step_costs():
@@ -159,6 +159,38 @@ def test_retired_sequences_still_count_in_the_step_costs():
         feed_acceptance(policy, seq_id, 2, times=20)
     assert policy.plan(candidates(8))[0] > 0
     assert policy.plan(candidates(8), retired_seqs=56, retired_context=5600)[0] == 0
+
+
+def test_what_waits_for_a_sequence_that_would_not_draft_at_this_load_is_dropped_not_caught_up():
+    """At 64 sequences rows are so dear that even drafts that are always accepted would not pay: the plan drops
+    the waiting positions of every unpinned sequence instead of catching them up, and retires none of these
+    sequences, whose drafts are good (they draft again once the load falls). At 8, where drafting pays,
+    nothing is dropped; nor where no step has been timed yet."""
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
+    past_warmup(policy, candidates(8))
+    past_warmup(policy, candidates(64))
+    feed_costs(policy, 8, per_row=1e-6)
+    # A verify row costs what a step of one row does (no fixed cost to share): one drafted row is one more
+    # token at best, at a row's price plus the drafting's.
+    feed_costs(policy, 64, per_row=1e-3, fixed=1e-4, draft_fixed=2e-3)
+    for seq_id in range(64):
+        feed_acceptance(policy, seq_id, 3, times=20)
+    step_k, drafts, retire, drop = policy.plan(candidates(63, stashed=64) + [(63, 2, 100, True, 0)])
+    assert (step_k, drafts) == (2, [0] * 63 + [2])
+    assert retire == [False] * 64 and drop == [True] * 63 + [False]
+    step_k, _, retire, drop = policy.plan(candidates(8, stashed=64))
+    assert step_k > 0 and retire == drop == [False] * 8
+    # Where always-accepted drafts would just pay, new sequences judged by the engine's drafts (mostly
+    # rejected) would not draft either: theirs are dropped (not retired: their own drafts never failed).
+    marginal = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
+    past_warmup(marginal, candidates(64))
+    feed_costs(marginal, 64, per_row=1e-3)
+    feed_acceptance(marginal, 100, 0)
+    _, _, retire, drop = marginal.plan(candidates(63, first_id=200, stashed=10) + [(0, K_MAX, 100, False, 0)])
+    assert retire == [False] * 64 and drop == [True] * 63 + [False]  # nothing waits for the last one
+    untimed = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
+    past_warmup(untimed, candidates(64))
+    assert untimed.plan(candidates(64, stashed=64))[3] == [False] * 64
 
 
 def test_a_pinned_sequence_drafts_its_budget_whatever_the_costs():
@@ -179,7 +211,7 @@ def test_a_sequence_whose_drafts_fail_drafts_less_than_the_rest():
         feed_acceptance(policy, seq_id, 3, times=10)
     feed_acceptance(policy, 0, 0, times=10)
     assert policy.sequence_acceptance(0)[0] < 0.5 < policy.sequence_acceptance(1)[0]
-    step_k, drafts, _ = policy.plan(batch)
+    step_k, drafts, _, _ = policy.plan(batch)
     assert step_k > 0 and drafts[1:] == [step_k] * 7 and drafts[0] < step_k
 
 
@@ -201,3 +233,5 @@ def test_fixed_and_forced_plans_stay_within_each_budget():
     forced = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     forced.force_schedule([2, 0])
     assert [forced.plan(batch)[:2] for _ in range(3)] == [(2, [2, 1, 0]), (0, [0, 0, 0]), (2, [2, 1, 0])]
+    forced.force_schedule([2, 0], unpaid=[True, False, False])
+    assert [forced.plan(batch)[3] for _ in range(4)] == [[True] * 3, [False] * 3, [False] * 3, [True] * 3]

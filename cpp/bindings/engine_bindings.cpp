@@ -53,6 +53,7 @@ void bind_outputs(py::module_& m) {
       .def_readonly("draft_seconds", &EngineStats::draft_seconds)
       .def_readonly("fill_skipped_steps", &EngineStats::fill_skipped_steps)
       .def_readonly("caught_up_positions", &EngineStats::caught_up_positions)
+      .def_readonly("dropped_positions", &EngineStats::dropped_positions)
       .def_readonly("spec", &EngineStats::spec);
 }
 
@@ -72,12 +73,13 @@ void bind_policy(py::module_& m) {
               c.push_back({id, budget, context, pinned, stashed});
             }
             const DraftPlan plan = p.plan(c, {retired_seqs, retired_context});
-            return std::make_tuple(plan.step_k, plan.drafts, plan.retire);
+            return std::make_tuple(plan.step_k, plan.drafts, plan.retire, plan.drop);
           },
           py::arg("candidates"), py::arg("retired_seqs") = 0, py::arg("retired_context") = 0,
           "candidates: (seq_id, budget, context, pinned, stashed positions) each, beside retired_seqs retired "
-          "sequences; returns (step k, drafts of each, retired or not each)")
-      .def("force_schedule", &SpeculationPolicy::force_schedule, py::arg("schedule"))
+          "sequences; returns (step k, drafts of each, retired or not each, waiting positions dropped or not each)")
+      .def("force_schedule", &SpeculationPolicy::force_schedule, py::arg("schedule"),
+           py::arg("unpaid") = std::vector<bool>{})
       .def("record_verify",
            [](SpeculationPolicy& p, int64_t num_seqs, int64_t rows, int64_t context, double seconds) {
              p.costs().record_verify(num_seqs, rows, context, seconds);
@@ -172,8 +174,9 @@ void bind_engine(py::module_& m) {
            "Tests only: draft future_outputs[n:n+k] at output index n instead of the MTP layer's argmax.")
       .def("inject_fault_after", &Engine::inject_fault_after, py::arg("steps"),
            "Tests only: after `steps` more steps, the next one throws midway, as a failing kernel would.")
-      .def("force_k_schedule", &Engine::force_k_schedule, py::arg("schedule"),
-           "Tests only: the i-th drafting step takes k = schedule[i % len(schedule)], whatever the policy.")
+      .def("force_k_schedule", &Engine::force_k_schedule, py::arg("schedule"), py::arg("unpaid") = std::vector<bool>{},
+           "Tests only: the i-th drafting step takes k = schedule[i % len(schedule)], whatever the policy, and "
+           "drops its sequences' waiting MTP fills instead of catching them up where unpaid[i % len(unpaid)].")
       .def("get_outputs", &Engine::get_outputs, py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
       .def("stats", &Engine::stats)
       .def("num_graphs", &Engine::num_graphs, "Graphs captured at start-up (0 where the device has none).")

@@ -165,10 +165,10 @@ bool Engine::fault_due() {
   return left == 0;
 }
 
-void Engine::force_k_schedule(std::vector<int64_t> schedule) {
+void Engine::force_k_schedule(std::vector<int64_t> schedule, std::vector<bool> unpaid) {
   if (!drafter_) throw std::invalid_argument("force_k_schedule needs num_speculative_tokens > 0");
   std::lock_guard lock(inbox_mutex_);
-  k_schedule_ = std::move(schedule);
+  k_schedule_.emplace(std::move(schedule), std::move(unpaid));
 }
 
 std::vector<RequestOutput> Engine::get_outputs(double timeout_s) {
@@ -276,7 +276,10 @@ void Engine::drain_inbox() {
     added.swap(pending_);
     aborted.swap(aborts_);
     overrides.swap(overrides_);
-    if (k_schedule_) policy_->force_schedule(*std::exchange(k_schedule_, std::nullopt));
+    if (k_schedule_) {
+      auto [schedule, unpaid] = *std::exchange(k_schedule_, std::nullopt);
+      policy_->force_schedule(std::move(schedule), std::move(unpaid));
+    }
   }
   for (auto& request : added) {
     const int64_t seq_id = request.seq->id;
@@ -321,12 +324,14 @@ bool Engine::step() {
     plan = {};
   }
   if (!plan.preempted.empty()) {
-    // A preempted sequence recomputes its prompt and outputs, filling the MTP cache anew (a retired one
-    // too: it may draft again).
+    // A preempted sequence recomputes its prompt and outputs, filling the MTP cache anew: its holes close,
+    // and a retired one may draft again.
     if (stash_) {
       for (const Sequence* seq : plan.preempted) {
         stash_->take(seq->id);
-        requests_.at(seq->id).retired_from.reset();
+        Request& request = requests_.at(seq->id);
+        request.unfilled_from.reset();
+        request.retired = false;
       }
     }
     std::lock_guard lock(stats_mutex_);
@@ -531,7 +536,7 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     Sequence& seq = *plan.scheduled[i].seq;
     if (seq.is_finished()) continue;
-    if (requests_.at(seq.id).retired_from) {
+    if (requests_.at(seq.id).retired) {
       retired.seqs += 1;
       retired.context += seq.num_tokens();
       continue;
@@ -546,9 +551,10 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
     }
   }
   const DraftPlan chosen = policy_->plan(candidates, retired);
-  std::vector<bool> unused(requests.size(), false), retiring(requests.size(), false);
+  std::vector<bool> unused(requests.size(), false), retiring(requests.size(), false), dropping(requests.size(), false);
   for (size_t c = 0; c < candidates.size(); ++c) {
     DraftRequest& r = requests[candidate_request[c]];
+    dropping[candidate_request[c]] = chosen.drop[c];
     if (chosen.retire[c]) {
       retire(requests_.at(r.seq->id));
       retiring[candidate_request[c]] = true;
@@ -563,7 +569,7 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
   }
   DraftShape shape;
   shape.num_seqs = static_cast<int64_t>(requests.size()) + retired.seqs;
-  requests = defer_fills(std::move(requests), decoded, unused, retiring);
+  requests = defer_fills(std::move(requests), decoded, unused, retiring, dropping);
   drafter_->propose(requests);
   for (size_t i = 0; i < requests.size(); ++i) {
     const DraftRequest& r = requests[i];
@@ -588,7 +594,8 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
 }
 
 std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests, const std::vector<bool>& decoded,
-                                              std::vector<bool>& unused, const std::vector<bool>& retiring) {
+                                              std::vector<bool>& unused, const std::vector<bool>& retiring,
+                                              const std::vector<bool>& dropping) {
   if (!stash_) return requests;
   std::vector<DraftRequest> filling;
   std::vector<bool> filling_unused;
@@ -596,10 +603,16 @@ std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests
   for (size_t i = 0; i < requests.size(); ++i) {
     DraftRequest& r = requests[i];
     if (retiring[i]) continue;
+    Request& request = requests_.at(r.seq->id);
     const bool drafts = r.num_drafts > 0 && !unused[i];
     // Until its acceptance is known, a sequence keeps filling: the fill's draft 1 measures it for free.
     if (!drafts && decoded[i] && policy_->acceptance().knows(r.seq->id)) {
-      if (const auto row = stash_->push(r.seq->id, r.first_pair, r.num_pairs)) {
+      auto row = stash_->push(r.seq->id, r.first_pair, r.num_pairs);
+      if (!row && dropping[i]) {
+        drop_stash(request);
+        row = stash_->push(r.seq->id, r.first_pair, r.num_pairs);
+      }
+      if (row) {
         for (int64_t j = 0; j < r.num_pairs; ++j) {
           target_rows.push_back(r.hidden_row + j);
           stash_rows.push_back(*row + j);
@@ -608,7 +621,12 @@ std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests
         continue;
       }
     }
-    r.stashed = stash_->take(r.seq->id);  // drafting, or its stash is full: the fill catches up
+    // Drafting, or its stash is full: the fill catches up, unless what waits is dropped.
+    if (dropping[i]) {
+      drop_stash(request);
+    } else {
+      r.stashed = stash_->take(r.seq->id);
+    }
     filling.push_back(r);
     filling_unused.push_back(unused[i]);
   }
@@ -618,13 +636,22 @@ std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests
 }
 
 int64_t Engine::mtp_filled_until(const Sequence& seq) const {
-  if (const auto& retired_from = requests_.at(seq.id).retired_from) return *retired_from;
+  if (const auto& unfilled_from = requests_.at(seq.id).unfilled_from) return *unfilled_from;
   return stash_ ? stash_->filled_until(seq.id, seq.num_computed_tokens) : seq.num_computed_tokens;
+}
+
+void Engine::drop_stash(Request& request) {
+  const StashedPositions dropped = stash_->take(request.seq->id);
+  if (dropped.count == 0) return;
+  if (!request.unfilled_from) request.unfilled_from = dropped.first_pair;
+  std::lock_guard lock(stats_mutex_);
+  stats_.dropped_positions += dropped.count;
 }
 
 void Engine::retire(Request& request) {
   Sequence& seq = *request.seq;
-  request.retired_from = stash_->filled_until(seq.id, seq.num_computed_tokens);
+  if (!request.unfilled_from) request.unfilled_from = stash_->filled_until(seq.id, seq.num_computed_tokens);
+  request.retired = true;
   stash_->take(seq.id);
   seq.draft_tokens.clear();
   policy_->acceptance().forget(seq.id);

@@ -69,9 +69,9 @@ struct EngineStats {
   // verification, waiting for the device included).
   double target_seconds = 0, sample_seconds = 0, draft_seconds = 0;
   SpecCounters spec;  // spec.steps_by_k[k]: steps whose most drafts verified by a sequence was k
-  // Steps that ran no MTP forward at all (every sequence deferred its fill), and positions whose
-  // fill ran late, in a catch-up.
-  uint64_t fill_skipped_steps = 0, caught_up_positions = 0;
+  // Steps that ran no MTP forward at all (every sequence deferred its fill), positions whose fill ran
+  // late, in a catch-up, and positions whose fill never ran (dropped from the stash: DraftPlan::drop).
+  uint64_t fill_skipped_steps = 0, caught_up_positions = 0, dropped_positions = 0;
 };
 
 class Engine {
@@ -93,8 +93,10 @@ class Engine {
   // Tests only: after `steps` more steps, the next one throws midway (after the target forward),
   // as a failing kernel would, so that tests can see how a fault inside a step reaches clients.
   void inject_fault_after(int64_t steps);
-  // Tests only: the k of the i-th drafting step is schedule[i % size], whatever the policy.
-  void force_k_schedule(std::vector<int64_t> schedule);
+  // Tests only: the k of the i-th drafting step is schedule[i % size], whatever the policy; it drops
+  // its sequences' waiting MTP fills instead of catching them up where unpaid[i % size]
+  // (SpeculationPolicy::force_schedule).
+  void force_k_schedule(std::vector<int64_t> schedule, std::vector<bool> unpaid = {});
   // Outputs gathered so far, waiting up to timeout_s for the first one.
   std::vector<RequestOutput> get_outputs(double timeout_s);
   EngineStats stats() const;
@@ -115,9 +117,12 @@ class Engine {
     // The MTP fill's first draft when the policy gave the sequence none: compared with the next
     // token, it measures first-position acceptance at no cost.
     std::optional<int64_t> unused_draft;
-    // Set when the policy retires it from drafting (SpeculationPolicy): the first position whose MTP fill
-    // never runs. It then fills, stashes and drafts no more (until a preemption recomputes it).
-    std::optional<int64_t> retired_from;
+    // The first position whose MTP fill never ran (its stash was dropped, or it retired): its MTP cache
+    // has holes from there on (until a preemption recomputes it).
+    std::optional<int64_t> unfilled_from;
+    // Retired from drafting (SpeculationPolicy): it fills, stashes and drafts no more (until a preemption
+    // recomputes it).
+    bool retired = false;
     std::vector<TokenLogprobs> prompt_logprobs;  // for prompt tokens 1.., gathered chunk by chunk
     bool prompt_logprobs_sent = false;
   };
@@ -160,12 +165,16 @@ class Engine {
   // prefill chunk's fill runs at once, so that its blocks can be shared through the prefix cache) and
   // whose own acceptance is known (AcceptanceStats::knows).
   // `unused` (a request whose draft 1 is only measured) is filtered alike.
-  // `retiring` requests are dropped: retire() has dropped their stash.
+  // `retiring` requests are dropped: retire() has dropped their stash. `dropping` requests drop their
+  // stash where it would be caught up (DraftPlan::drop), and stash anew.
   std::vector<DraftRequest> defer_fills(std::vector<DraftRequest> requests, const std::vector<bool>& decoded,
-                                        std::vector<bool>& unused, const std::vector<bool>& retiring);
+                                        std::vector<bool>& unused, const std::vector<bool>& retiring,
+                                        const std::vector<bool>& dropping);
+  // Drops the request's stashed positions: their MTP fill never runs.
+  void drop_stash(Request& request);
   // Drops the request's stash and stops its fills and drafts for good (SpeculationPolicy's retire).
   void retire(Request& request);
-  // The first position of `seq` whose MTP cache row is not written yet (its fill is deferred).
+  // The first position of `seq` whose MTP cache row is not written (its fill is deferred, or was dropped).
   int64_t mtp_filled_until(const Sequence& seq) const;
   int64_t draft_budget(const Sequence& seq) const;
   GraphPlan graph_plan() const;
@@ -203,7 +212,7 @@ class Engine {
   std::vector<Request> pending_;
   std::vector<std::string> aborts_;
   std::vector<std::pair<std::string, std::vector<int64_t>>> overrides_;
-  std::optional<std::vector<int64_t>> k_schedule_;
+  std::optional<std::pair<std::vector<int64_t>, std::vector<bool>>> k_schedule_;  // force_k_schedule's
   std::unordered_map<std::string, bool> live_ids_;  // ids accepted and not yet finished
   bool stopping_ = false;
   std::optional<std::string> failure_;  // set once; guarded by inbox_mutex_

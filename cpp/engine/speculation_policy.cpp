@@ -24,16 +24,7 @@ SpeculationPolicy::SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, 
 
 DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates, NonDrafting others) {
   if (candidates.empty()) return {};
-  if (!schedule_.empty()) {
-    DraftPlan plan;
-    for (const auto& c : candidates) {
-      plan.drafts.push_back(std::clamp<int64_t>(schedule_[forced_plans_], 0, c.budget));
-    }
-    plan.step_k = *std::max_element(plan.drafts.begin(), plan.drafts.end());
-    plan.retire.assign(candidates.size(), false);
-    forced_plans_ = (forced_plans_ + 1) % static_cast<int64_t>(schedule_.size());
-    return plan;
-  }
+  if (!schedule_.empty()) return forced(candidates);
   if (kind_ == SpeculationPolicyKind::kFixed) return uniform(candidates, k_max_);
   const int64_t num_seqs = static_cast<int64_t>(candidates.size()) + others.seqs;
   const auto b = static_cast<size_t>(StepCostModel::bucket(num_seqs));
@@ -47,24 +38,49 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   // with deferred fills), so that the first, which catches up, is followed by plain drafting steps.
   const int64_t burst = bucket.chosen_k == 0 && fill_every_ > 1 ? k_max_ : 1;
   const int64_t phase = (i - warmup) % kProbeInterval - (kProbeInterval - burst);
-  DraftPlan chosen;
+  const DraftPlan estimated = best(candidates, reaches(candidates), others);
+  DraftPlan chosen = estimated;
   if (phase >= 0) {
     const int64_t k = burst > 1 ? phase : ((i - warmup) / kProbeInterval) % k_max_;
     chosen = uniform(candidates, k < bucket.chosen_k ? k : k + 1);
   } else {
-    chosen = best(candidates, reaches(candidates), others);
-    bucket.chosen_k = chosen.step_k;
+    bucket.chosen_k = estimated.step_k;
   }
+  if (fill_every_ == 1) return chosen;  // nothing is deferred: nothing waits, drops or retires
   // Sequences whose drafts fail take none, probes included (a probe would only catch them up), and
-  // retire once their stash is full.
-  const std::vector<bool> fail = failing(candidates, others);
+  // retire once their stash is full. What waits for a sequence the estimate gives no drafts is dropped,
+  // not caught up.
+  const Load load = load_of(candidates, others);
+  const bool always_pays = drafting_pays(load.seqs, load.context, std::vector<double>(k_max_ + 1, 1.0));
+  const std::vector<bool> fail = failing(candidates, load, always_pays);
   for (size_t s = 0; s < candidates.size(); ++s) {
+    const DraftCandidate& c = candidates[s];
+    chosen.drop[s] = c.stashed > 0 && !c.pinned && estimated.drafts[s] == 0;
     if (!fail[s]) continue;
     chosen.drafts[s] = 0;
     chosen.retire[s] = candidates[s].stashed >= fill_every_;
   }
   chosen.step_k = *std::max_element(chosen.drafts.begin(), chosen.drafts.end());
   return chosen;
+}
+
+DraftPlan SpeculationPolicy::forced(const std::vector<DraftCandidate>& candidates) {
+  DraftPlan plan = uniform(candidates, 0);
+  const auto i = static_cast<size_t>(forced_plans_++);
+  const bool unpaid = !unpaid_.empty() && unpaid_[i % unpaid_.size()];
+  for (size_t s = 0; s < candidates.size(); ++s) {
+    plan.drafts[s] = std::clamp<int64_t>(schedule_[i % schedule_.size()], 0, candidates[s].budget);
+    plan.drop[s] = unpaid && !candidates[s].pinned;
+  }
+  plan.step_k = *std::max_element(plan.drafts.begin(), plan.drafts.end());
+  return plan;
+}
+
+SpeculationPolicy::Load SpeculationPolicy::load_of(const std::vector<DraftCandidate>& candidates,
+                                                   const NonDrafting& others) {
+  Load load{static_cast<int64_t>(candidates.size()) + others.seqs, static_cast<double>(others.context)};
+  for (const auto& c : candidates) load.context += static_cast<double>(c.context);
+  return load;
 }
 
 std::vector<std::vector<double>> SpeculationPolicy::reaches(const std::vector<DraftCandidate>& candidates) const {
@@ -80,6 +96,7 @@ DraftPlan SpeculationPolicy::uniform(const std::vector<DraftCandidate>& candidat
     plan.step_k = std::max(plan.step_k, plan.drafts.back());
   }
   plan.retire.assign(candidates.size(), false);
+  plan.drop.assign(candidates.size(), false);
   return plan;
 }
 
@@ -113,26 +130,21 @@ void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,
   plan.step_k = *std::max_element(plan.drafts.begin(), plan.drafts.end());
 }
 
-std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& candidates,
-                                             const NonDrafting& others) const {
+std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& candidates, const Load& load,
+                                             bool always_pays) const {
   std::vector<bool> fail(candidates.size(), false);
-  if (fill_every_ == 1) return fail;  // nothing is deferred: nothing waits, nothing retires
-  const int64_t seqs = static_cast<int64_t>(candidates.size()) + others.seqs;
-  double context = static_cast<double>(others.context);
-  for (const auto& c : candidates) context += static_cast<double>(c.context);
   const std::vector<double> always(k_max_ + 1, 1.0);
-  const bool always_pays_here = drafting_pays(seqs, context, always);
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
     if (c.pinned || c.stashed == 0) continue;
     // Its own record, not leaning on the others': drafts that have always been accepted (or not been
     // tried) never fail.
     const std::vector<double> r = reach_of(acceptance_.measured(c.seq_id));
-    if (drafting_pays(seqs, context, r)) continue;
+    if (drafting_pays(load.seqs, load.context, r)) continue;
     // Its acceptance is to blame where always-accepted drafts would pay: in this step, or alone in one
     // (where drafting pays most). Elsewhere the load is, and it keeps its stash for when the load falls.
     const auto own = static_cast<double>(c.context);
-    fail[s] = always_pays_here || (drafting_pays(1, own, always) && !drafting_pays(1, own, r));
+    fail[s] = always_pays || (drafting_pays(1, own, always) && !drafting_pays(1, own, r));
   }
   return fail;
 }
@@ -140,6 +152,7 @@ std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& 
 bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const {
   const auto n = static_cast<double>(seqs);
   const Estimate base = estimate({seqs, 0, n, context, n, n, 0});
+  if (base.seconds <= 0) return true;  // no timings yet: no evidence that it does not pay
   double tokens = n;
   for (int64_t k = 1; k <= k_max_; ++k) {
     tokens += n * reach[k];

@@ -25,6 +25,14 @@
 // does not resume drafting if the load falls later). Drafts that are always accepted never fail. A
 // retired sequence stays in the step (NonDrafting): its row and context still count towards the
 // step's costs.
+// For a sequence the estimate gives no drafts at the step's load (in the plan it chooses, on a probe step
+// too; so also wherever even drafts that are always accepted would not pay), catching up is insurance for a
+// load that may fall or an acceptance that may rise, paid on every full stash and every probe. The plan drops its
+// waiting positions instead (DraftPlan::drop; no retirement: it drafts again once the estimate gives it
+// drafts): the engine leaves their MTP cache rows unwritten, and drafts that later read those holes stay
+// lossless (verification sees to that) but may be accepted less (scripts/bench_dropped_fills.py).
+// (Drafts that are always accepted are not the test: on a CPU at batch 64 they sit at the break-even, so
+// the test rarely held there, while the estimate gave most sequences no drafts on 80-90% of the steps.)
 #include <cstdint>
 #include <vector>
 
@@ -55,6 +63,7 @@ struct DraftPlan {
   int64_t step_k = 0;           // the most drafts any sequence takes
   std::vector<int64_t> drafts;  // per candidate
   std::vector<bool> retire;     // per candidate: drops its stash and drafts no more (see above)
+  std::vector<bool> drop;       // per candidate: what waits in its stash is dropped, not caught up (see above)
 };
 
 class SpeculationPolicy {
@@ -70,9 +79,11 @@ class SpeculationPolicy {
 
   DraftPlan plan(const std::vector<DraftCandidate>& candidates, NonDrafting others = {});
   // Tests only: the step's k of plan i is schedule[i % size] (within budgets, pinned or not), whatever
-  // the kind.
-  void force_schedule(std::vector<int64_t> schedule) {
+  // the kind; with `unpaid`, plan i drops the waiting positions of its unpinned sequences where
+  // unpaid[i % size] (as if the load were past the break-even: the estimate gives them no drafts).
+  void force_schedule(std::vector<int64_t> schedule, std::vector<bool> unpaid = {}) {
     schedule_ = std::move(schedule);
+    unpaid_ = std::move(unpaid);
     forced_plans_ = 0;
   }
 
@@ -91,6 +102,13 @@ class SpeculationPolicy {
     double fill_rows = 0;  // the candidates' expected tokens: positions the next fill runs, now or deferred
     double recursion_rows = 0;
   };
+  // The step's sequences and their context lengths, summed: the load its costs are priced at.
+  struct Load {
+    int64_t seqs = 0;
+    double context = 0;
+  };
+  static Load load_of(const std::vector<DraftCandidate>& candidates, const NonDrafting& others);
+  DraftPlan forced(const std::vector<DraftCandidate>& candidates);
   DraftPlan uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const;
   // reach[s][i]: probability that candidate s's drafts 1..i are all accepted (reach[s][0] = 1).
   std::vector<std::vector<double>> reaches(const std::vector<DraftCandidate>& candidates) const;
@@ -98,8 +116,8 @@ class SpeculationPolicy {
                  const NonDrafting& others) const;
   // Per candidate: its fills wait (deferred), and drafting does not pay in a batch of sequences that all
   // had its measured acceptance (AcceptanceStats::measured), though it would with drafts that are always
-  // accepted, in this batch or for the sequence alone in a step.
-  std::vector<bool> failing(const std::vector<DraftCandidate>& candidates, const NonDrafting& others) const;
+  // accepted, in this batch (`always_pays`) or for the sequence alone in a step.
+  std::vector<bool> failing(const std::vector<DraftCandidate>& candidates, const Load& load, bool always_pays) const;
   // Whether some k >= 1 beats k = 0 for a step of `seqs` sequences (`context` tokens in all) that all draft
   // k with these reach probabilities.
   bool drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const;
@@ -116,6 +134,7 @@ class SpeculationPolicy {
   StepCostModel costs_;
   AcceptanceStats acceptance_;
   std::vector<int64_t> schedule_;
+  std::vector<bool> unpaid_;
   struct Bucket {
     int64_t plans = 0;     // adaptive plans made
     int64_t chosen_k = 0;  // the step's k of the last plan the estimate chose
