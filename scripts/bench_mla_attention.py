@@ -11,7 +11,9 @@ B in {1, 16, 64, 128}, k in {0, 1, 2, 3} drafts. For each (B, k):
             the same run; target >= 80% for B >= 16
 Block tables are shuffled, and several cache sets rotate between calls so that no call finds its KV in L2.
 Calls are replayed from a CUDA graph (as the engine runs decode), so host launch overhead is not timed.
-Prints a markdown table and writes mla_attention.json into --out (default $OUT or /tmp).
+Prints a markdown table and writes mla_attention.json into --out (default $OUT or /tmp). --breakdown adds, per
+fused call, its kernels' device time (the attention kernel and the split-KV combine), from eager calls under
+torch.profiler.
 
   python3 scripts/bench_mla_attention.py --out /tmp
 """
@@ -22,7 +24,7 @@ import os
 
 import torch
 
-from gpu_timing import copy_bandwidth, graph_us
+from gpu_timing import copy_bandwidth, graph_us, kernel_times
 from mtpserve import _C
 
 HEADS, LORA, ROPE, BLOCK, CONTEXT = 16, 512, 64, 64, 8192
@@ -41,6 +43,17 @@ def attention_us(calls: list[tuple], reps: int) -> float:
             _C.mla_attention(*calls[i % len(calls)])
 
     return graph_us(run_all, inner, reps)
+
+
+def breakdown(calls: list[tuple], reps: int) -> list:
+    """(kernel, mean us per call, % of kernel time) of `calls` run eagerly under torch.profiler."""
+    for call in calls[:2]:
+        _C.mla_attention(*call)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for i in range(reps):
+            _C.mla_attention(*calls[i % len(calls)])
+        torch.cuda.synchronize()
+    return kernel_times(prof, reps)
 
 
 def kv_sets(batch: int, gen: torch.Generator):
@@ -77,6 +90,7 @@ def main():
     parser.add_argument("--reps", type=int, default=50)
     parser.add_argument("--batches", default="1,16,64,128")
     parser.add_argument("--ks", default="0,1,2,3")
+    parser.add_argument("--breakdown", action="store_true", help="per-kernel device time of each fused call")
     args = parser.parse_args()
     gen = torch.Generator(device="cuda").manual_seed(0)
     copy_bw = copy_bandwidth(args.reps)
@@ -85,13 +99,16 @@ def main():
         pool, tables = kv_sets(batch, gen)
         for k in [int(x) for x in args.ks.split(",")]:
             q = torch.randn(batch * (k + 1), HEADS, DIM, device="cuda", dtype=torch.bfloat16, generator=gen)
-            fused = attention_us([verify_call(q, pool, t, k) for t in tables], args.reps)
+            fused_calls = [verify_call(q, pool, t, k) for t in tables]
+            fused = attention_us(fused_calls, args.reps)
             separate = attention_us([separate_call(q, pool, t, k) for t in tables], args.reps)
             kv_bytes = batch * CONTEXT * DIM * BF16
             bandwidth = kv_bytes / (fused * 1e-6)
             results.append(dict(batch=batch, k=k, fused_us=fused, separate_us=separate, speedup=separate / fused,
                                 speedup_target=0.9 * (k + 1) if k else None, kv_bytes=kv_bytes,
                                 bandwidth_gbs=bandwidth / 1e9, floor_fraction=bandwidth / copy_bw))
+            if args.breakdown:
+                results[-1]["kernels"] = breakdown(fused_calls, args.reps)
         del pool, tables
         torch.cuda.empty_cache()
 
@@ -102,6 +119,9 @@ def main():
         target = f">= {r['speedup_target']:.1f}" if r["speedup_target"] else "-"
         print(f"| {r['batch']} | {r['k']} | {r['fused_us']:.1f} | {r['separate_us']:.1f} | {r['speedup']:.2f}x | "
               f"{target} | {r['bandwidth_gbs']:.0f} | {100 * r['floor_fraction']:.0f}% |")
+    for r in (r for r in results if "kernels" in r):
+        kernels = ", ".join(f"{name.split('(')[0]} {us:.1f} us ({share:.0f}%)" for name, us, share in r["kernels"])
+        print(f"B = {r['batch']}, k = {r['k']}, fused, eager: {kernels}")
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "mla_attention.json")
     with open(path, "w") as f:
