@@ -34,6 +34,18 @@ def tokens(outputs):
     return [o.outputs[0].token_ids for o in outputs]
 
 
+def assert_greedy_equals_baseline(llm, baseline, variant):
+    """Every batch's greedy output is `baseline`'s (no MTP), the cache ends empty, and the preempting variant
+    did preempt; returns the engine's stats for the caller's own checks."""
+    for n, batch in BATCHES.items():
+        assert tokens(llm.generate(batch, GREEDY_64)) == baseline[n], f"batch of {n}"
+    stats = llm.stats()
+    assert stats.kv_usage == 0.0
+    if variant == "preempting-cache":
+        assert stats.preemptions > 0
+    return stats
+
+
 @pytest.fixture(scope="module")
 def baseline(tiny_model_dir):
     llm = LLM(str(tiny_model_dir), **BASE)
