@@ -24,7 +24,7 @@ import os
 
 import torch
 
-from gpu_timing import copy_bandwidth, graph_us, kernel_times
+from gpu_timing import copy_bandwidth, graph_us, profiled_kernels
 from mtpserve import _C
 
 HEADS, LORA, ROPE, BLOCK, CONTEXT = 16, 512, 64, 64, 8192
@@ -43,17 +43,6 @@ def attention_us(calls: list[tuple], reps: int) -> float:
             _C.mla_attention(*calls[i % len(calls)])
 
     return graph_us(run_all, inner, reps)
-
-
-def breakdown(calls: list[tuple], reps: int) -> list:
-    """(kernel, mean us per call, % of kernel time) of `calls` run eagerly under torch.profiler."""
-    for call in calls[:2]:
-        _C.mla_attention(*call)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for i in range(reps):
-            _C.mla_attention(*calls[i % len(calls)])
-        torch.cuda.synchronize()
-    return kernel_times(prof, reps)
 
 
 def kv_sets(batch: int, gen: torch.Generator):
@@ -108,7 +97,8 @@ def main():
                                 speedup_target=0.9 * (k + 1) if k else None, kv_bytes=kv_bytes,
                                 bandwidth_gbs=bandwidth / 1e9, floor_fraction=bandwidth / copy_bw))
             if args.breakdown:
-                results[-1]["kernels"] = breakdown(fused_calls, args.reps)
+                call = lambda i: _C.mla_attention(*fused_calls[i % len(fused_calls)])  # noqa: E731
+                results[-1]["kernels"] = profiled_kernels(call, args.reps, warmup=2)
         del pool, tables
         torch.cuda.empty_cache()
 

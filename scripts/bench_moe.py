@@ -20,7 +20,7 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from gpu_timing import copy_bandwidth, graph_us, kernel_times, median_us
+from gpu_timing import copy_bandwidth, graph_us, median_us, profiled_kernels
 from mtpserve import _C
 
 HIDDEN, INTER, EXPERTS, TOP_K, N_GROUP, TOPK_GROUP, SCALE = 7168, 2048, 256, 8, 8, 4, 2.5
@@ -74,13 +74,7 @@ def gemv_moe_layer(x: torch.Tensor, w: dict) -> torch.Tensor:
 
 def breakdown(inputs, reps: int) -> list:
     """(kernel, mean us per layer call, % of the layer's kernel time) for the layer's kernels."""
-    for x, w in inputs[:3]:
-        moe_layer(x, w)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for i in range(reps):
-            moe_layer(*inputs[i % len(inputs)])
-        torch.cuda.synchronize()
-    return kernel_times(prof, reps)
+    return profiled_kernels(lambda i: moe_layer(*inputs[i % len(inputs)]), reps, warmup=min(3, len(inputs)))
 
 
 def grouped_gate_up_inputs(x: torch.Tensor, w: dict):

@@ -53,3 +53,14 @@ def kernel_times(prof, calls: int) -> list:
             per_kernel[name] = per_kernel.get(name, 0.0) + e.time_range.elapsed_us()
     total = sum(per_kernel.values())
     return sorted(((name, us / calls, 100 * us / total) for name, us in per_kernel.items()), key=lambda k: -k[1])
+
+
+def profiled_kernels(fn, calls: int, warmup: int = 3) -> list:
+    """kernel_times of fn(0) .. fn(calls - 1) run under torch.profiler, after fn(0) .. fn(warmup - 1)."""
+    for i in range(warmup):
+        fn(i)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for i in range(calls):
+            fn(i)
+        torch.cuda.synchronize()
+    return kernel_times(prof, calls)
