@@ -58,7 +58,7 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
     chosen.drop[s] = c.stashed > 0 && !c.pinned && estimated.drafts[s] == 0;
     if (!fail[s]) continue;
     chosen.drafts[s] = 0;
-    chosen.retire[s] = candidates[s].stashed >= fill_every_;
+    chosen.retire[s] = c.stashed >= fill_every_;
   }
   chosen.step_k = *std::max_element(chosen.drafts.begin(), chosen.drafts.end());
   return chosen;
@@ -184,7 +184,8 @@ SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftC
 SpeculationPolicy::Estimate SpeculationPolicy::estimate(const StepWork& work) const {
   // The next fill runs over every position this step computes for the candidates (their emitted
   // tokens), now or deferred. Waiting positions are not charged: k = 0 catches them up too once the
-  // stash is full, unless the sequence retires (then drafting does not pay for it anyway).
+  // stash is full, unless the sequence retires (then drafting does not pay for it anyway) or the plan
+  // drops them.
   const double recursions = static_cast<double>(std::max<int64_t>(work.step_k - 1, 0));
   const double fixed_share = work.step_k == 0 ? 1.0 / static_cast<double>(fill_every_) : 1.0;
   const double seconds = costs_.verify_seconds(work.seqs, work.rows, work.context) +
