@@ -1,12 +1,13 @@
 """Paged MLA attention on the GPU (issue 11): the fused MTP verify kernel against its memory floor.
 
 DeepSeek-V3 at TP8 (16 heads, kv_lora 512 + rope 64 = 576, bf16), context 8192, block size 64, batch
-B in {1, 16, 64, 128}, k in {0, 1, 2, 3} drafts. For each (B, k):
+B in {1, 16, 64, 128}, k in {0, 1, 2, 3} drafts. For each (B, k) (and each context of --contexts, whose
+times against the context show a call's fixed cost as the intercept):
   fused     one call: B sequences of k + 1 query rows each (the verify step)
   separate  the same rows as B * (k + 1) one-row decode sequences over the same KV (row i of a sequence
             sees c - k + i positions, exactly as in the fused call)
   speedup   separate / fused; target >= 0.9 * (k + 1) for k >= 1
-  bandwidth latent-cache bytes the step must read (B * 8192 * 576 * 2) / fused time, as a fraction of
+  bandwidth latent-cache bytes the step must read (B * context * 576 * 2) / fused time, as a fraction of
             the device-to-device copy bandwidth (bytes read + written / time of a 1 GiB copy_) measured in
             the same run; target >= 80% for B >= 16
 Block tables are shuffled, and several cache sets rotate between calls so that no call finds its KV in L2.
@@ -27,7 +28,7 @@ import torch
 from gpu_timing import copy_bandwidth, graph_us, profiled_kernels
 from mtpserve import _C
 
-HEADS, LORA, ROPE, BLOCK, CONTEXT = 16, 512, 64, 64, 8192
+HEADS, LORA, ROPE, BLOCK = 16, 512, 64, 64
 DIM = LORA + ROPE
 BF16 = 2
 ROTATION_BYTES = 256 << 20  # several times the H100/H200 L2 (50/60 MB)
@@ -45,11 +46,11 @@ def attention_us(calls: list[tuple], reps: int) -> float:
     return graph_us(run_all, inner, reps)
 
 
-def kv_sets(batch: int, gen: torch.Generator):
+def kv_sets(batch: int, context: int, gen: torch.Generator):
     """One cache pool holding `sets` independent KV sets of `batch` sequences; returns the pool and, per
-    set, its shuffled block tables [batch, CONTEXT / BLOCK]."""
-    per_seq = CONTEXT // BLOCK
-    set_bytes = batch * CONTEXT * DIM * BF16
+    set, its shuffled block tables [batch, context / BLOCK]."""
+    per_seq = context // BLOCK
+    set_bytes = batch * context * DIM * BF16
     sets = max(1, -(-ROTATION_BYTES // set_bytes))
     pool = torch.randn(sets * batch * per_seq, BLOCK, DIM, device="cuda", dtype=torch.bfloat16, generator=gen)
     order = torch.randperm(sets * batch * per_seq, device="cuda", generator=gen).to(torch.int32)
@@ -58,19 +59,41 @@ def kv_sets(batch: int, gen: torch.Generator):
 
 def verify_call(q, pool, tables, k):
     """The fused verify step: every sequence's k + 1 rows in one call."""
-    batch = tables.size(0)
+    batch, context = tables.size(0), tables.size(1) * BLOCK
     query_start = torch.arange(0, batch + 1, device="cuda", dtype=torch.int32) * (k + 1)
-    context_lens = torch.full((batch,), CONTEXT, device="cuda", dtype=torch.int32)
-    return (q, pool, tables, query_start, context_lens, k + 1, CONTEXT, LORA, DIM**-0.5)
+    context_lens = torch.full((batch,), context, device="cuda", dtype=torch.int32)
+    return (q, pool, tables, query_start, context_lens, k + 1, context, LORA, DIM**-0.5)
 
 
 def separate_call(q, pool, tables, k):
-    """The same rows as one-row decode sequences: row i of a sequence sees CONTEXT - k + i positions."""
-    batch = tables.size(0)
+    """The same rows as one-row decode sequences: row i of a sequence sees context - k + i positions."""
+    batch, context = tables.size(0), tables.size(1) * BLOCK
     rows = batch * (k + 1)
     query_start = torch.arange(0, rows + 1, device="cuda", dtype=torch.int32)
-    context_lens = (CONTEXT - k + torch.arange(k + 1, device="cuda", dtype=torch.int32)).repeat(batch)
-    return (q, pool, tables.repeat_interleave(k + 1, dim=0), query_start, context_lens, 1, CONTEXT, LORA, DIM**-0.5)
+    context_lens = (context - k + torch.arange(k + 1, device="cuda", dtype=torch.int32)).repeat(batch)
+    return (q, pool, tables.repeat_interleave(k + 1, dim=0), query_start, context_lens, 1, context, LORA, DIM**-0.5)
+
+
+def measure_batch(batch: int, context: int, ks: list[int], args, gen, copy_bw: float) -> list[dict]:
+    """Fused and separate times of every k at one batch and context."""
+    pool, tables = kv_sets(batch, context, gen)
+    results = []
+    for k in ks:
+        q = torch.randn(batch * (k + 1), HEADS, DIM, device="cuda", dtype=torch.bfloat16, generator=gen)
+        fused_calls = [verify_call(q, pool, t, k) for t in tables]
+        fused = attention_us(fused_calls, args.reps)
+        separate = attention_us([separate_call(q, pool, t, k) for t in tables], args.reps)
+        kv_bytes = batch * context * DIM * BF16
+        bandwidth = kv_bytes / (fused * 1e-6)
+        results.append(dict(batch=batch, context=context, k=k, fused_us=fused, separate_us=separate,
+                            speedup=separate / fused, speedup_target=0.9 * (k + 1) if k else None, kv_bytes=kv_bytes,
+                            bandwidth_gbs=bandwidth / 1e9, floor_fraction=bandwidth / copy_bw))
+        if args.breakdown:
+            call = lambda i: _C.mla_attention(*fused_calls[i % len(fused_calls)])  # noqa: E731
+            results[-1]["kernels"] = profiled_kernels(call, args.reps, warmup=2)
+    del pool, tables
+    torch.cuda.empty_cache()
+    return results
 
 
 def main():
@@ -79,45 +102,32 @@ def main():
     parser.add_argument("--reps", type=int, default=50)
     parser.add_argument("--batches", default="1,16,64,128")
     parser.add_argument("--ks", default="0,1,2,3")
+    parser.add_argument("--contexts", default="8192", help="comma-separated context lengths, multiples of 64")
     parser.add_argument("--breakdown", action="store_true", help="per-kernel device time of each fused call")
     args = parser.parse_args()
     gen = torch.Generator(device="cuda").manual_seed(0)
     copy_bw = copy_bandwidth(args.reps)
     results = []
-    for batch in [int(b) for b in args.batches.split(",")]:
-        pool, tables = kv_sets(batch, gen)
-        for k in [int(x) for x in args.ks.split(",")]:
-            q = torch.randn(batch * (k + 1), HEADS, DIM, device="cuda", dtype=torch.bfloat16, generator=gen)
-            fused_calls = [verify_call(q, pool, t, k) for t in tables]
-            fused = attention_us(fused_calls, args.reps)
-            separate = attention_us([separate_call(q, pool, t, k) for t in tables], args.reps)
-            kv_bytes = batch * CONTEXT * DIM * BF16
-            bandwidth = kv_bytes / (fused * 1e-6)
-            results.append(dict(batch=batch, k=k, fused_us=fused, separate_us=separate, speedup=separate / fused,
-                                speedup_target=0.9 * (k + 1) if k else None, kv_bytes=kv_bytes,
-                                bandwidth_gbs=bandwidth / 1e9, floor_fraction=bandwidth / copy_bw))
-            if args.breakdown:
-                call = lambda i: _C.mla_attention(*fused_calls[i % len(fused_calls)])  # noqa: E731
-                results[-1]["kernels"] = profiled_kernels(call, args.reps, warmup=2)
-        del pool, tables
-        torch.cuda.empty_cache()
+    for context in [int(c) for c in args.contexts.split(",")]:
+        for batch in [int(b) for b in args.batches.split(",")]:
+            results += measure_batch(batch, context, [int(x) for x in args.ks.split(",")], args, gen, copy_bw)
 
     print(f"device: {torch.cuda.get_device_name(0)}, copy bandwidth {copy_bw / 1e9:.0f} GB/s (read + write)")
-    print("| B | k | fused (us) | separate (us) | fused speedup | target | KV GB/s | % of copy BW |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| context | B | k | fused (us) | separate (us) | fused speedup | target | KV GB/s | % of copy BW |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         target = f">= {r['speedup_target']:.1f}" if r["speedup_target"] else "-"
-        print(f"| {r['batch']} | {r['k']} | {r['fused_us']:.1f} | {r['separate_us']:.1f} | {r['speedup']:.2f}x | "
+        print(f"| {r['context']} | {r['batch']} | {r['k']} | {r['fused_us']:.1f} | {r['separate_us']:.1f} | {r['speedup']:.2f}x | "
               f"{target} | {r['bandwidth_gbs']:.0f} | {100 * r['floor_fraction']:.0f}% |")
     for r in (r for r in results if "kernels" in r):
         kernels = ", ".join(f"{name.split('(')[0]} {us:.1f} us ({share:.0f}%)" for name, us, share in r["kernels"])
-        print(f"B = {r['batch']}, k = {r['k']}, fused, eager: {kernels}")
+        print(f"context {r['context']}, B = {r['batch']}, k = {r['k']}, fused, eager: {kernels}")
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "mla_attention.json")
     with open(path, "w") as f:
         json.dump(dict(device=torch.cuda.get_device_name(0), date=datetime.datetime.now(datetime.UTC).isoformat(),
                        torch=torch.__version__, heads=HEADS, kv_lora=LORA, rope=ROPE, block_size=BLOCK,
-                       context=CONTEXT, dtype="bfloat16", copy_bandwidth_gbs=copy_bw / 1e9, results=results), f,
+                       dtype="bfloat16", copy_bandwidth_gbs=copy_bw / 1e9, results=results), f,
                   indent=2)
     print(f"wrote {path}")
 

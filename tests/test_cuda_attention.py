@@ -100,6 +100,17 @@ def test_short_contexts(k, dtype):
         check(make_batch([n, n], [context, context], 16, 512, 64, 16, dtype, seed=context + k))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(16, 512, 64), (8, 64, 16)], ids=["real-tp8", "tiny"])
+def test_peaked_scores_whose_maximum_climbs_across_tiles(dtype, shape):
+    """Queries 6x the usual size: tile after tile, a row's running maximum climbs both by less than the 2^8
+    that the kernels let probabilities grow to before they rescale the output and by more (split and not)."""
+    heads, lora, rope = shape
+    batch = make_batch([1, 4, 2], [3000, 700, 64], heads, lora, rope, 64, dtype, seed=21)
+    batch["q"] = (batch["q"].float() * 6).to(dtype)
+    check(batch)
+
+
 @pytest.mark.parametrize("query_len", [1, 2, 4])
 @pytest.mark.parametrize("context,seqs", [(8192, 1), (5000, 2), (3843, 1), (8192, 4)])
 @pytest.mark.parametrize("shape", [(16, 512, 64), (128, 512, 64), (8, 64, 16)], ids=["h16", "h128", "tiny"])

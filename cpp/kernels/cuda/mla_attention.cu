@@ -228,10 +228,12 @@ __global__ void __launch_bounds__(256, 1) mla_attention_mma_kernel(MlaAttentionL
 
 // ---------------------------------------------------------------------------------------------
 // Split combine: out = sum_z 2^(lse_z - max) O_z / sum_z 2^(lse_z - max). One thread per entry row and
-// 4 value columns, so a decode step's few hundred rows still spread over the whole GPU and each thread's
-// split loads are independent of each other (a warp per row left most SMs idle and its loads in series).
+// 4 value columns, so a decode step's few hundred rows still spread over the whole GPU; each thread issues
+// the loads of kCombineBatch splits before it uses any (a split at a time waited out one load latency per
+// split), and adds the splits in split order whatever the batching.
 
 constexpr int kCombineThreads = 256;
+constexpr int kCombineBatch = 8;
 
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(MlaAttentionLaunch p) {
@@ -242,19 +244,35 @@ __global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(MlaAttenti
   const int col = static_cast<int>(index % (kv / 4)) * 4;
   if (row >= rows_total) return;
   float top = -INFINITY;
-  for (int z = 0; z < p.splits; ++z) top = fmaxf(top, p.lse[z * rows_total + row]);
+  for (int z0 = 0; z0 < p.splits; z0 += kCombineBatch) {
+#pragma unroll
+    for (int j = 0; j < kCombineBatch; ++j) {
+      if (z0 + j < p.splits) top = fmaxf(top, p.lse[(z0 + j) * rows_total + row]);
+    }
+  }
   float total = 0.0f;
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (int z = 0; z < p.splits; ++z) {
-    const float lse = p.lse[z * rows_total + row];
-    if (lse == -INFINITY) continue;  // an empty split's partial was never written
-    const float wz = exp2f(lse - top);
-    const float4 x = *reinterpret_cast<const float4*>(p.partial + (z * rows_total + row) * kv + col);
-    total += wz;
-    acc.x += wz * x.x;
-    acc.y += wz * x.y;
-    acc.z += wz * x.z;
-    acc.w += wz * x.w;
+  for (int z0 = 0; z0 < p.splits; z0 += kCombineBatch) {
+    float lse[kCombineBatch];
+    float4 x[kCombineBatch];
+#pragma unroll
+    for (int j = 0; j < kCombineBatch; ++j) {
+      const int z = z0 + j;
+      lse[j] = z < p.splits ? p.lse[z * rows_total + row] : -INFINITY;
+      // An empty split's partial was never written: it is read (in bounds) and then skipped.
+      x[j] = z < p.splits ? *reinterpret_cast<const float4*>(p.partial + (z * rows_total + row) * kv + col)
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int j = 0; j < kCombineBatch; ++j) {
+      if (lse[j] == -INFINITY) continue;
+      const float wz = exp2f(lse[j] - top);
+      total += wz;
+      acc.x += wz * x[j].x;
+      acc.y += wz * x[j].y;
+      acc.z += wz * x[j].z;
+      acc.w += wz * x[j].w;
+    }
   }
   const float inv = total > 0.0f ? 1.0f / total : 0.0f;
   T* out = static_cast<T*>(p.out) + row * kv + col;

@@ -11,6 +11,7 @@
 namespace mtpserve::kernels::cuda::mla_tile {
 
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kRescaleSlack = 8.0f;  // log2 units: probabilities up to 256 before the accumulators rescale
 
 // ---------------------------------------------------------------------------------------------
 // Work split shared by the tensor-core kernels and their host side.
@@ -18,7 +19,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kTileEntries = 64;     // (row, head) entries per block
 constexpr int kSplitAlign = 64;      // split boundaries are multiples of this many tokens
 constexpr int kMinSplitTokens = 256;  // a split shorter than this costs more in setup and combine than it saves
-constexpr int kMaxSplits = 32;       // the combine kernel reads one split per lane
+constexpr int kMaxSplits = 32;       // B = 1 at context 8192 takes all of them (256 tokens each)
 constexpr int64_t kSplitOverheadTokens = 64;  // a split's fp32 partial output and its combine, in KV rows
 
 __host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -95,7 +96,12 @@ __device__ __forceinline__ void online_softmax(float (&s)[4][4], int tile_start,
   for (int r = 0; r < 2; ++r) {
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-    const float m_new = fmaxf(m[r], tile_max[r] * scale_log2);
+    // The running maximum moves only when the tile's exceeds it by more than kRescaleSlack: every other tile
+    // skips rescaling the output accumulators (the block's slowest warp sets the tile's time), and its
+    // probabilities stay below 2^kRescaleSlack, far inside fp32's and the P operand's range. A row decides
+    // from its own scores alone, so its result does not depend on the rows beside it.
+    const float tile_top = tile_max[r] * scale_log2;
+    const float m_new = tile_top > m[r] + kRescaleSlack ? tile_top : m[r];
     base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet keeps p = 0, alpha = 0
     alpha[r] = fast_exp2(m[r] - base[r]);
     m[r] = m_new;
