@@ -4,12 +4,12 @@ Times the whole layer as the model runs it — the fp32 router linear, route_noa
 (grouping, gate_up, SiLU, down, combine) and the shared expert (two linears + silu_and_mul) — and,
 for comparison, the same layer with the routed experts forced onto the expert GEMVs (the batch-invariant
 table's moe_experts, which runs them at every size) and torch._grouped_mm alone for gate_up. With
---breakdown, the layer's kernels and their share of its time at the given token counts (torch.profiler). The floor is the bytes of the weights the step
-must read (distinct experts chosen x 3 matrices, the shared expert, the router) over the
-device-to-device copy bandwidth measured in the same run. Weight and input sets rotate between
-repetitions so no repetition finds its bytes in L2. The layer is timed as the engine runs decode, replayed
-from a CUDA graph (so host launch gaps between its ~10 kernels do not count), and also eagerly, one call
-at a time.
+--breakdown, the kernels of both layers and their share of its time at the given token counts
+(torch.profiler). The floor is the bytes of the weights the step must read (distinct experts chosen x 3
+matrices, the shared expert, the router) over the device-to-device copy bandwidth measured in the same
+run. Weight and input sets rotate between repetitions so no repetition finds its bytes in L2. The layer is
+timed as the engine runs decode, replayed from a CUDA graph (so host launch gaps between its ~10 kernels do
+not count), and also eagerly, one call at a time.
 """
 import argparse
 import json
@@ -72,9 +72,9 @@ def gemv_moe_layer(x: torch.Tensor, w: dict) -> torch.Tensor:
     return moe_layer(x, w, _C.batch_invariant.moe_experts)
 
 
-def breakdown(inputs, reps: int) -> list:
+def breakdown(layer, inputs, reps: int) -> list:
     """(kernel, mean us per layer call, % of the layer's kernel time) for the layer's kernels."""
-    return profiled_kernels(lambda i: moe_layer(*inputs[i % len(inputs)]), reps, warmup=min(3, len(inputs)))
+    return profiled_kernels(lambda i: layer(*inputs[i % len(inputs)]), reps, warmup=min(3, len(inputs)))
 
 
 def grouped_gate_up_inputs(x: torch.Tensor, w: dict):
@@ -115,7 +115,9 @@ def main() -> None:
             layer_us = layer_graph_us(moe_layer, inputs, args.reps)
             eager_us = eager_median_us(moe_layer, inputs, args.reps)
             gemv_us = layer_graph_us(gemv_moe_layer, inputs, args.reps)
-            kernels = breakdown(inputs, args.reps) if tokens in args.breakdown else []
+            profiled = tokens in args.breakdown
+            kernels = breakdown(moe_layer, inputs, args.reps) if profiled else []
+            gemv_kernels = breakdown(gemv_moe_layer, inputs, args.reps) if profiled else []
             gate_up_us = eager_median_us(torch._grouped_mm, [grouped_gate_up_inputs(x, w) for x, w in inputs],
                                          args.reps)
             distinct = statistics.mean(distinct_experts(x, w) for x, w in inputs)
@@ -126,7 +128,8 @@ def main() -> None:
         rows.append({
             "tokens": tokens, "layer_us": layer_us, "distinct_experts": distinct, "floor_us": floor_us,
             "pct_of_floor": 100 * floor_us / layer_us, "eager_layer_us": eager_us, "gemv_layer_us": gemv_us,
-            "gemv_pct_of_floor": 100 * floor_us / gemv_us, "kernels": kernels, "grouped_mm_gate_up_us": gate_up_us,
+            "gemv_pct_of_floor": 100 * floor_us / gemv_us, "kernels": kernels, "gemv_kernels": gemv_kernels,
+            "grouped_mm_gate_up_us": gate_up_us,
             "grouped_mm_gate_up_floor_us": gate_up_floor_us,
             "grouped_mm_gate_up_pct_of_floor": 100 * gate_up_floor_us / gate_up_us,
         })
@@ -142,10 +145,11 @@ def main() -> None:
               f"{r['pct_of_floor']:.1f} | {r['eager_layer_us']:.1f} | {r['gemv_layer_us']:.1f} | {r['gemv_pct_of_floor']:.1f} | "
               f"{r['grouped_mm_gate_up_us']:.1f} | {r['grouped_mm_gate_up_pct_of_floor']:.1f} |")
     for r in rows:
-        if r["kernels"]:
-            print(f"\nkernels of the layer at {r['tokens']} token(s), us per call (% of kernel time):")
-            for name, us, pct in r["kernels"]:
-                print(f"  {us:8.1f}  {pct:5.1f}%  {name}")
+        for key, layer in (("kernels", "the layer"), ("gemv_kernels", "the GEMV layer")):
+            if r[key]:
+                print(f"\nkernels of {layer} at {r['tokens']} token(s), us per call (% of kernel time):")
+                for name, us, pct in r[key]:
+                    print(f"  {us:8.1f}  {pct:5.1f}%  {name}")
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "bench_moe.json")
     with open(path, "w") as f:

@@ -1,7 +1,7 @@
 """The CUDA MoE kernels (marker cuda) against the CPU kernels of the same interface: noaux_tc routing on
 DeepSeek-V3's dims and the tiny model's with a random non-zero correction bias, and the routed experts
-in bf16 (expert GEMVs up to 16 assignments, grouped GEMMs beyond), fp16 and fp32 (every expert), including
-skewed routing and 1 and 300 tokens."""
+in bf16 (expert GEMVs up to 64 assignments, grouped GEMMs beyond; --batch_invariant's GEMVs at every size),
+fp16 and fp32 (every expert), including skewed routing and 1 and 300 tokens."""
 import pytest
 import torch
 
@@ -95,12 +95,13 @@ SHAPES = [  # experts, hidden, inter, top_k
     (16, 80, 24, 4),      # tiny model: grouped GEMMs take 80 and 24 (multiples of 8)
     (16, 80, 20, 4),      # inter 20: not a 16-byte row, so bf16 computes every expert
     (8, 7168, 64, 8),     # DeepSeek's hidden, few experts so the CPU reference stays quick
+    (64, 80, 24, 8),      # 64 experts, top-8
 ]
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("tokens", [1, 4, 16, 300])
-@pytest.mark.parametrize("shape", SHAPES, ids=["tiny", "inter20", "hidden7168"])
+@pytest.mark.parametrize("shape", SHAPES, ids=["tiny", "inter20", "hidden7168", "experts64"])
 @pytest.mark.parametrize("routing", [random_routing, skewed_routing], ids=["random", "skewed"])
 def test_moe_experts(dtype, tokens, shape, routing):
     experts, hidden, inter, top_k = shape
@@ -111,6 +112,19 @@ def test_moe_experts(dtype, tokens, shape, routing):
     assert gpu.dtype == dtype and gpu.shape == (tokens, hidden)
     err = (gpu.cpu().float() - ref).abs().max().item()
     assert err <= MOE_TOL[dtype] * ref.abs().max().item(), err
+
+
+@pytest.mark.parametrize("routing", [random_routing, skewed_routing], ids=["random", "skewed"])
+def test_batch_invariant_expert_gemvs_at_many_tokens(routing):
+    # --batch_invariant runs the GEMVs at every size: 300 tokens x top-8 take two grouped launches (2048
+    # assignments each at most).
+    gate_up, down = expert_weights(64, 80, 24, torch.bfloat16, seed=20)
+    x = torch.randn(300, 80, generator=gen(21)).bfloat16()
+    weights, chosen = routing(300, 64, 8, seed=22)
+    gpu = _C.batch_invariant.moe_experts(x.cuda(), gate_up.cuda(), down.cuda(), weights.cuda(), chosen.cuda())
+    ref = _C.moe_experts(x.float(), gate_up.float(), down.float(), weights, chosen)
+    err = (gpu.cpu().float() - ref).abs().max().item()
+    assert err <= MOE_TOL[torch.bfloat16] * ref.abs().max().item(), err
 
 
 def test_moe_experts_matches_the_cpu_kernel_in_bf16():
@@ -148,13 +162,16 @@ def test_routing_then_experts_end_to_end():
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-5)
 
 
-def test_expert_gemvs_give_each_token_the_same_bits_in_any_batch():
-    # Up to 16 assignments the experts run as per-row GEMVs: a token's result is its own, whatever
-    # else is in the step (1 token vs 4 tokens x top-4).
-    gate_up, down = (t.cuda() for t in expert_weights(16, 80, 24, torch.bfloat16, seed=17))
-    x = torch.randn(4, 80, generator=gen(18)).bfloat16().cuda()
-    weights, chosen = (t.cuda() for t in random_routing(4, 16, 4, seed=19))
-    together = _C.moe_experts(x, gate_up, down, weights, chosen)
-    for t in range(4):
-        alone = _C.moe_experts(x[t:t + 1], gate_up, down, weights[t:t + 1], chosen[t:t + 1])
+@pytest.mark.parametrize("experts,tokens,moe_experts", [(16, 4, _C.moe_experts), (64, 24, _C.batch_invariant.moe_experts)],
+                         ids=["grouped-in-blocks", "grouped-first"])
+def test_expert_gemvs_give_each_token_the_same_bits_in_any_batch(experts, tokens, moe_experts):
+    # The experts run as per-row GEMVs: a token's result is its own, whatever else is in the step, and
+    # whether the step's blocks group its few assignments (up to 64: both tables) or launch_group groups its
+    # many (--batch_invariant's table): a token alone takes the first way.
+    gate_up, down = (t.cuda() for t in expert_weights(experts, 80, 24, torch.bfloat16, seed=17))
+    x = torch.randn(tokens, 80, generator=gen(18)).bfloat16().cuda()
+    weights, chosen = (t.cuda() for t in random_routing(tokens, experts, 4 if experts == 16 else 8, seed=19))
+    together = moe_experts(x, gate_up, down, weights, chosen)
+    for t in range(tokens):
+        alone = moe_experts(x[t:t + 1], gate_up, down, weights[t:t + 1], chosen[t:t + 1])
         assert torch.equal(alone, together[t:t + 1])

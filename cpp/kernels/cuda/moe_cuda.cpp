@@ -57,22 +57,34 @@ bool gemv_rows_fit(const at::Tensor& x, const at::Tensor& gate_up, const at::Ten
          aligned16(gate_up) && aligned16(down);
 }
 
-// The expert GEMVs over the tokens, as many launches as the grid takes.
+// The expert GEMVs over the tokens: a few assignments in one launch whose blocks group them; more are
+// grouped by launch_group first, as many tokens per launch as it takes.
 at::Tensor gemv_experts(const at::Tensor& x_in, const at::Tensor& gate_up, const at::Tensor& down,
                         const Routing& routing) {
   auto x = x_in.contiguous();
   auto chosen = routing.experts.contiguous();
   auto weights = routing.weights.to(at::kFloat).contiguous();
   const int64_t tokens = x.size(0), hidden = x.size(1), inter = down.size(2), top_k = chosen.size(1);
+  const int64_t experts = gate_up.size(0);
   auto h = at::empty({tokens * top_k, inter}, x.options());
   auto out = at::empty({tokens, hidden}, x.options());
-  const int64_t per_launch = kMaxGemvLaunchAssignments / top_k;
+  const bool grouped = tokens * top_k > kMaxGemvAssignments;
+  const int64_t per_launch = (grouped ? kMaxGroupedGemvAssignments : kMaxGemvLaunchAssignments) / top_k;
+  at::Tensor ints;
+  if (grouped) ints = at::empty({experts + 2 * std::min(tokens, per_launch) * top_k}, x.options().dtype(at::kInt));
   for (int64_t first = 0; first < tokens; first += per_launch) {
     const int64_t n = std::min(per_launch, tokens - first);
-    const ExpertGemvLaunch p{x[first].data_ptr(), gate_up.data_ptr(), down.data_ptr(),
-                             chosen[first].data_ptr<int64_t>(), weights[first].data_ptr<float>(),
-                             h[first * top_k].data_ptr(), out[first].data_ptr(), n, top_k, hidden, inter,
-                             gate_up.size(0), dtype_of(x, "moe_experts")};
+    ExpertGemvLaunch p{x[first].data_ptr(), gate_up.data_ptr(), down.data_ptr(),
+                       chosen[first].data_ptr<int64_t>(), weights[first].data_ptr<float>(),
+                       h[first * top_k].data_ptr(), out[first].data_ptr(), n, top_k, hidden, inter,
+                       experts, dtype_of(x, "moe_experts")};
+    if (grouped) {
+      int32_t* ends = ints.data_ptr<int32_t>();
+      const GroupLaunch group{p.experts, ends, ends + experts, ends + experts + n * top_k, n * top_k, experts};
+      check_launch(launch_group(group, stream_of(x)), "moe_experts: grouping");
+      p.group_ends = group.offsets;
+      p.group_source = group.source;
+    }
     check_launch(launch_expert_gemv(p, stream_of(x)), "moe_experts: expert GEMVs");
   }
   return out;
@@ -160,6 +172,8 @@ at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& gate_up, const at:
     return moe_all_experts(x, gate_up, down, routing);
   }
   const int64_t top_k = routing.experts.size(1);
+  // Past a few assignments the grouped GEMMs win, even where they pad 2-3 tokens per expert to a tile: the
+  // grouped GEMVs measured 49% of the floor at 64 tokens against their 93% (docs/benchmarks.md).
   if (top_k <= kMaxGemvTopK && tokens * top_k <= kMaxGemvAssignments) return gemv_experts(x, gate_up, down, routing);
   if (!grouped_mm_fits(x)) return moe_all_experts(x, gate_up, down, routing);
   return grouped_experts(x, gate_up, down, routing);

@@ -9,14 +9,15 @@
 
 namespace mtpserve::kernels::cuda {
 
-// Assignments (tokens x top_k) up to which the fast path runs the routed experts as GEMVs: beyond
-// this, a grouped GEMM's tensor-core tiles serve an expert's many tokens better.
+// Assignments (tokens x top_k) up to which one launch's blocks group a step by expert themselves; more
+// are grouped by launch_group first (moe_cuda.cpp).
 constexpr int64_t kMaxGemvAssignments = 64;
 // Experts per token the GEMVs take (DeepSeek-V3 routes to 8).
 constexpr int64_t kMaxGemvTopK = 32;
-// Assignments one launch takes (each block groups them by expert in shared memory); callers split
-// larger steps by tokens.
+// Assignments one launch takes when each block groups them by expert in shared memory (its search is
+// quadratic in them), and when launch_group has grouped them; callers split larger steps by tokens.
 constexpr int64_t kMaxGemvLaunchAssignments = 128;
+constexpr int64_t kMaxGroupedGemvAssignments = 2048;
 
 struct ExpertGemvLaunch {
   const void* x;           // [tokens, hidden]
@@ -28,10 +29,16 @@ struct ExpertGemvLaunch {
   void* out;               // [tokens, hidden]: sum over k in order of weight * expert output, fp32
   int64_t tokens, top_k, hidden, inter, num_experts;
   DType dtype;
+  // launch_group's grouping of these assignments ([num_experts] cumulative ends, [tokens * top_k] assignment
+  // of each grouped row), or null: the blocks then group the assignments themselves.
+  const int32_t* group_ends = nullptr;
+  const int32_t* group_source = nullptr;
 };
 // Rounds as the grouped path does: gate, up and each expert's output to the dtype, silu(gate) too,
-// the weighted sum in fp32 over k in order. Needs hidden and inter multiples of 16 bytes of the dtype,
-// 16-byte aligned rows, and tokens * top_k <= kMaxGemvLaunchAssignments.
+// the weighted sum in fp32 over k in order; the grouping changes which launch finds an assignment's
+// expert, never its arithmetic, so both give the same bits. Needs hidden and inter multiples of 16 bytes
+// of the dtype, 16-byte aligned rows, and tokens * top_k <= kMaxGemvLaunchAssignments
+// (kMaxGroupedGemvAssignments with a grouping).
 cudaError_t launch_expert_gemv(const ExpertGemvLaunch& p, cudaStream_t stream);
 
 }  // namespace mtpserve::kernels::cuda
