@@ -117,7 +117,8 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         target = f">= {r['speedup_target']:.1f}" if r["speedup_target"] else "-"
-        print(f"| {r['context']} | {r['batch']} | {r['k']} | {r['fused_us']:.1f} | {r['separate_us']:.1f} | {r['speedup']:.2f}x | "
+        print(f"| {r['context']} | {r['batch']} | {r['k']} | {r['fused_us']:.1f} | {r['separate_us']:.1f} | "
+              f"{r['speedup']:.2f}x | "
               f"{target} | {r['bandwidth_gbs']:.0f} | {100 * r['floor_fraction']:.0f}% |")
     for r in (r for r in results if "kernels" in r):
         kernels = ", ".join(f"{name.split('(')[0]} {us:.1f} us ({share:.0f}%)" for name, us, share in r["kernels"])

@@ -162,8 +162,8 @@ def test_routing_then_experts_end_to_end():
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("experts,tokens,moe_experts", [(16, 4, _C.moe_experts), (64, 24, _C.batch_invariant.moe_experts)],
-                         ids=["grouped-in-blocks", "grouped-first"])
+@pytest.mark.parametrize("experts,tokens,moe_experts",
+                         [(16, 4, _C.moe_experts), (64, 24, _C.batch_invariant.moe_experts)], ids=["grouped-in-blocks", "grouped-first"])
 def test_expert_gemvs_give_each_token_the_same_bits_in_any_batch(experts, tokens, moe_experts):
     # The experts run as per-row GEMVs: a token's result is its own, whatever else is in the step, and
     # whether the step's blocks group its few assignments (up to 64: both tables) or launch_group groups its

@@ -242,7 +242,8 @@ cudaError_t launch_grouped(const ExpertGemvLaunch& p, cudaStream_t stream) {
   expert_up_grouped_kernel<T, kRowsPerWarp>
       <<<dim3(blocks_for_rows(p.inter), static_cast<unsigned>(p.num_experts)), kThreads, 0, stream>>>(p);
   if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
-  expert_down_grouped_kernel<T, kRowsPerWarp><<<static_cast<unsigned>(p.hidden / kRowsPerWarp), kThreads, 0, stream>>>(p);
+  const auto down_blocks = static_cast<unsigned>(p.hidden / kRowsPerWarp);
+  expert_down_grouped_kernel<T, kRowsPerWarp><<<down_blocks, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
