@@ -69,6 +69,11 @@ class EngineStatsCollector(Collector):
             yield self._step_k_histogram(spec.steps_by_k)
         yield self._counter("mtpserve:spec_decode_num_retired_sequences", "Sequences the adaptive policy retired "
                             "from drafting (their drafts did not pay: no more MTP fills or drafts).", spec.retired)
+        yield self._counter("mtpserve:spec_decode_num_caught_up_positions", "Positions whose deferred MTP fill ran "
+                            "later, in a catch-up.", s.caught_up_positions)
+        yield self._counter("mtpserve:spec_decode_num_dropped_positions", "Positions whose deferred MTP fill the "
+                            "adaptive policy dropped (holes in the MTP cache; drafts over them stay lossless).",
+                            s.dropped_positions)
         by_group = getattr(s, "requests_by_group", None)  # data-parallel attention
         if by_group is not None:
             groups = CounterMetricFamily("mtpserve:dp_group_requests", "Requests the frontend sent to each "
