@@ -173,7 +173,7 @@ at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& gate_up, const at:
   }
   const int64_t top_k = routing.experts.size(1);
   // Past a few assignments the grouped GEMMs win, even where they pad 2-3 tokens per expert to a tile: the
-  // grouped GEMVs measured 49% of the floor at 64 tokens against their 93% (docs/benchmarks.md).
+  // grouped GEMVs measured 49% of the floor at 64 tokens against their 95% (docs/benchmarks.md).
   if (top_k <= kMaxGemvTopK && tokens * top_k <= kMaxGemvAssignments) return gemv_experts(x, gate_up, down, routing);
   if (!grouped_mm_fits(x)) return moe_all_experts(x, gate_up, down, routing);
   return grouped_experts(x, gate_up, down, routing);
