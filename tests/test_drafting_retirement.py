@@ -17,6 +17,13 @@ from test_mtp import BASE, BATCHES, VARIANTS, tokens
 LONG = SamplingParams(temperature=0, max_tokens=120, ignore_eos=True)
 
 
+def engine_metric_families(stats) -> dict:
+    """The families /metrics would show for an engine whose stats() is `stats`, by name."""
+    registry = CollectorRegistry()
+    registry.register(EngineStatsCollector(stats, "tiny"))
+    return {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
+
+
 def wrong(outputs):
     """Drafts that are never accepted: each output token shifted by one."""
     return [(t + 1) % 512 for t in outputs]
@@ -85,10 +92,7 @@ def test_the_retired_count_is_a_prometheus_counter(tiny_model_dir, expected):
     try:
         llm.core.engine.override_drafts("0", wrong(expected[0]))
         out = llm.generate([BATCHES[4][0]], LONG)[0]
-        registry = CollectorRegistry()
-        registry.register(EngineStatsCollector(llm.stats, "tiny"))
-        families = {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
-        [sample] = families["mtpserve:spec_decode_num_retired_sequences"].samples
+        [sample] = engine_metric_families(llm.stats)["mtpserve:spec_decode_num_retired_sequences"].samples
         assert sample.value == llm.stats().spec.retired == out.metrics.retired_from_drafting == 1
     finally:
         llm.shutdown()

@@ -6,12 +6,10 @@ holes, once the load falls. The load is forced here
 break-even, and a resumed sequence whose drafts are known good is accepted as often as before (blocks past a
 hole are kept out of the prefix cache: test_deferred_fill.py)."""
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from mtpserve import LLM
-from mtpserve.server.metrics import EngineStatsCollector
 from test_deferred_fill import make_engine, model, step_outputs  # noqa: F401 (model: a fixture)
+from test_drafting_retirement import engine_metric_families
 from test_mtp import BASE, BATCHES, VARIANTS, assert_greedy_equals_baseline, baseline  # noqa: F401 (a fixture)
 
 # k per drafting step, and whether that step's load is past the break-even (what waits is dropped): k = 0
@@ -30,9 +28,7 @@ def test_greedy_equals_k0_while_the_load_rises_past_and_falls_below_the_break_ev
         stats = assert_greedy_equals_baseline(llm, baseline, variant)
         assert stats.dropped_positions > 0 and stats.caught_up_positions > 0 and stats.spec.draft_tokens > 0
         assert stats.spec.retired == 0
-        registry = CollectorRegistry()
-        registry.register(EngineStatsCollector(llm.stats, "tiny"))
-        families = {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
+        families = engine_metric_families(llm.stats)
         for name, value in (("dropped", stats.dropped_positions), ("caught_up", stats.caught_up_positions)):
             [sample] = families[f"mtpserve:spec_decode_num_{name}_positions"].samples
             assert sample.value == value
