@@ -21,7 +21,7 @@ def feed_costs(policy, n, per_row, fixed=1e-3, draft_fixed=2e-4, per_recursion=5
     for k in range(K_MAX + 1):
         for step in range(30):
             rows, context = n * (1 + k) - step % n, 100 * n + 977 * step
-            policy.record_verify(n, rows, context, fixed + per_row * rows + PER_CONTEXT_TOKEN * context)
+            policy.record_verify(n, k, rows, context, fixed + per_row * rows + PER_CONTEXT_TOKEN * context)
             fill, rec_rows = n + step % (k * n + 1), max(k - 1, 0) * (n - step % n)
             policy.record_draft(n, fill, max(k - 1, 0), rec_rows, draft_fixed + per_fill_row * fill +
                                 per_recursion * max(k - 1, 0) + per_row * rec_rows)
@@ -45,10 +45,24 @@ def test_warmup_cycles_k_in_each_batch_size_bucket_and_probes_recur():
     assert policy.plan(candidates(8))[0] == 0  # a new bucket warms up on its own
     feed_costs(policy, 4, per_row=1e-3)  # rows so dear that drafting never pays
     feed_acceptance(policy, 0, 0)
-    ks = [policy.plan(batch)[0] for _ in range(3 * policy.probe_interval)]
-    # Probes skip the chosen k = 0 and take k = 1, 2, 3 in turn.
+    ks = [policy.plan(batch)[0] for _ in range(7 * policy.probe_interval)]
+    # Probes skip the chosen k = 0 and take k = 1, 2, 3 in turn, each interval twice the last while the
+    # choice holds.
     probes = [(i, k) for i, k in enumerate(ks) if k != 0]
-    assert probes == [(policy.probe_interval * (p + 1) - 1, p + 1) for p in range(3)]
+    assert probes == [(policy.probe_interval * (2 ** (p + 1) - 1) - 1, p + 1) for p in range(3)]
+
+
+def test_probes_come_back_when_the_choice_changes():
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    batch = candidates(4)
+    past_warmup(policy, batch)
+    feed_costs(policy, 4, per_row=1e-4)
+    feed_acceptance(policy, 0, 0)  # drafts always rejected: k = 0 pays best
+    ks = [policy.plan(batch)[0] for _ in range(7 * policy.probe_interval)]
+    assert sum(k != 0 for k in ks) == 3  # the interval has grown to 4 times the first
+    feed_acceptance(policy, 0, 3, times=200)  # now always accepted: drafting pays
+    ks = [policy.plan(batch)[0] for _ in range(policy.probe_interval + 1)]
+    assert ks[0] > 0 and any(k != ks[0] for k in ks[1:])  # the next probe within the first interval
 
 
 def test_with_deferred_fills_a_stale_drafting_cost_is_probed_and_replaced():
@@ -61,7 +75,7 @@ def test_with_deferred_fills_a_stale_drafting_cost_is_probed_and_replaced():
         k = policy.plan([(7, K_MAX, 100, False, stashed)])[0]
         ks.append(k)
         slow = 8 if i < policy.warmup_rounds * (K_MAX + 1) else 1
-        policy.record_verify(1, 1 + k, 100, 5e-3 + 1e-4 * (1 + k))
+        policy.record_verify(1, k, 1 + k, 100, 5e-3 + 1e-4 * (1 + k))
         if k > 0:
             fill = 1 + k + stashed
             policy.record_draft(1, fill, k - 1, k - 1, slow * (1.2e-3 + 2e-5 * fill + 1e-3 * (k - 1)))
@@ -79,9 +93,30 @@ def test_with_deferred_fills_a_stale_drafting_cost_is_probed_and_replaced():
 def test_the_verify_cost_fit_recovers_a_linear_law():
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     feed_costs(policy, 16, per_row=2e-5)
-    assert policy.verify_seconds(16, 40, 4000) == pytest.approx(1e-3 + 2e-5 * 40 + PER_CONTEXT_TOKEN * 4000, rel=1e-3)
-    assert policy.verify_seconds(31, 40, 4000) == policy.verify_seconds(16, 40, 4000)  # one batch-size bucket
-    assert policy.verify_seconds(32, 40, 4000) == 0  # nothing measured at 32..63 sequences yet
+    assert policy.verify_seconds(16, 1, 40, 4000) == pytest.approx(1e-3 + 2e-5 * 40 + PER_CONTEXT_TOKEN * 4000,
+                                                                   rel=1e-3)
+    assert policy.verify_seconds(31, 1, 40, 4000) == policy.verify_seconds(16, 1, 40, 4000)  # one batch-size bucket
+    assert policy.verify_seconds(32, 1, 40, 4000) == 0  # nothing measured at 32..63 sequences yet
+
+
+def test_a_step_cost_that_is_not_linear_in_k_is_learned_per_k():
+    """Batch 1 on the CPU: verifying 3 rows per sequence took longer than 4 (a GEMM's kernel choice). A line
+    through the four k's would pick k = 1 here; the per-k offsets price each k as measured, and k = 3 pays."""
+    verify = [5.2e-3, 6.1e-3, 7.4e-3, 6.0e-3]
+    draft = [1.5e-3, 1.7e-3, 3.3e-3, 4.6e-3]  # by k: the fill alone at k = 0 and 1, then recursions
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    batch = [(0, K_MAX, 100, False, 0)]
+    past_warmup(policy, batch)
+    for step in range(40):
+        for k in range(K_MAX + 1):
+            policy.record_verify(1, k, 1 + k, 100 + step, verify[k])
+            policy.record_draft(1, 1 + k, max(k - 1, 0), max(k - 1, 0), draft[k])
+    for accepted in [3] * 9 + [2] * 3 + [1] * 4 + [0] * 4:
+        policy.record_acceptance(0, 3, accepted)
+    for k in range(K_MAX + 1):
+        assert policy.verify_seconds(1, k, 1 + k, 120) == pytest.approx(verify[k], rel=0.02)
+        assert policy.draft_seconds(1, 1 + k, max(k - 1, 0), max(k - 1, 0)) == pytest.approx(draft[k], rel=0.02)
+    assert policy.plan(batch)[0] == K_MAX
 
 
 def test_cheap_rows_and_high_acceptance_draft_k_max():

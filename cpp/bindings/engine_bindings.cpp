@@ -81,15 +81,20 @@ void bind_policy(py::module_& m) {
       .def("force_schedule", &SpeculationPolicy::force_schedule, py::arg("schedule"),
            py::arg("unpaid") = std::vector<bool>{})
       .def("record_verify",
-           [](SpeculationPolicy& p, int64_t num_seqs, int64_t rows, int64_t context, double seconds) {
-             p.costs().record_verify(num_seqs, rows, context, seconds);
+           [](SpeculationPolicy& p, int64_t num_seqs, int64_t step_k, int64_t rows, int64_t context, double seconds) {
+             p.costs().record_verify(num_seqs, step_k, rows, context, seconds);
            })
       .def("record_draft",
            [](SpeculationPolicy& p, int64_t num_seqs, int64_t fill_rows, int64_t recursions, int64_t recursion_rows,
               double seconds) { p.costs().record_draft(num_seqs, fill_rows, recursions, recursion_rows, seconds); })
-      .def("verify_seconds", [](SpeculationPolicy& p, int64_t num_seqs, double rows, double context) {
-        return p.costs().verify_seconds(num_seqs, rows, context);
-      })
+      .def("verify_seconds",
+           [](SpeculationPolicy& p, int64_t num_seqs, int64_t step_k, double rows, double context) {
+             return p.costs().verify_seconds(num_seqs, step_k, rows, context);
+           })
+      .def("draft_seconds",
+           [](SpeculationPolicy& p, int64_t num_seqs, double fill_rows, int64_t recursions, double recursion_rows) {
+             return p.costs().draft_seconds(num_seqs, fill_rows, static_cast<double>(recursions), recursion_rows);
+           })
       .def("record_acceptance", [](SpeculationPolicy& p, int64_t seq_id, int64_t drafts,
                                    int64_t accepted) { p.acceptance().record(seq_id, drafts, accepted); })
       .def("engine_acceptance", [](SpeculationPolicy& p) { return p.acceptance().engine(); })

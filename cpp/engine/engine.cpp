@@ -512,7 +512,8 @@ void Engine::record_step(const SchedulerOutput& plan, const StepInput& input, do
     by_k[k] += 1;
   }
   if (decode_only(plan)) {
-    policy_->costs().record_verify(plan.scheduled.size(), input.query_start.back(), context_tokens(plan), seconds);
+    policy_->costs().record_verify(plan.scheduled.size(), std::max<int64_t>(step_k, 0), input.query_start.back(),
+                                   context_tokens(plan), seconds);
   }
   if (step_k < 0) return;
   std::lock_guard lock(stats_mutex_);

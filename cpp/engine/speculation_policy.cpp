@@ -32,18 +32,20 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   Bucket& bucket = buckets_[b];
   const int64_t i = bucket.plans++;
   const int64_t warmup = kWarmupRounds * (k_max_ + 1);
-  if (i < warmup) return uniform(candidates, i % (k_max_ + 1));
+  if (i < warmup) return warmup_plan(candidates, i % (k_max_ + 1));
   // Probes run the k's other than the last chosen one (that one is measured anyway): one per interval,
   // in turn; all of them in a row where the drafting cost goes unmeasured between probes (k = 0
   // with deferred fills), so that the first, which catches up, is followed by plain drafting steps.
   const int64_t burst = bucket.chosen_k == 0 && fill_every_ > 1 ? k_max_ : 1;
-  const int64_t phase = (i - warmup) % kProbeInterval - (kProbeInterval - burst);
+  const int64_t phase = bucket.since_probe++ - (bucket.probe_interval - burst);
   const DraftPlan estimated = best(candidates, reaches(candidates), others);
   DraftPlan chosen = estimated;
   if (phase >= 0) {
-    const int64_t k = burst > 1 ? phase : ((i - warmup) / kProbeInterval) % k_max_;
+    const int64_t k = burst > 1 ? phase % burst : bucket.probes % k_max_;
     chosen = uniform(candidates, k < bucket.chosen_k ? k : k + 1);
+    if (phase >= burst - 1) end_probe(bucket);
   } else {
+    if (estimated.step_k != bucket.chosen_k) bucket.probe_interval = kProbeInterval;
     bucket.chosen_k = estimated.step_k;
   }
   if (fill_every_ == 1) return chosen;  // nothing is deferred: nothing waits, drops or retires
@@ -62,6 +64,23 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   }
   chosen.step_k = *std::max_element(chosen.drafts.begin(), chosen.drafts.end());
   return chosen;
+}
+
+DraftPlan SpeculationPolicy::warmup_plan(const std::vector<DraftCandidate>& candidates, int64_t k) const {
+  DraftPlan plan = uniform(candidates, k);
+  // Nothing says yet that drafting pays at this load: what waits is dropped, not caught up (as on a probe).
+  // A batch that shrinks into a new bucket (its first requests finishing) would otherwise catch up every
+  // stash in the warm-up's first drafting step.
+  if (fill_every_ > 1) {
+    for (size_t s = 0; s < candidates.size(); ++s) plan.drop[s] = candidates[s].stashed > 0 && !candidates[s].pinned;
+  }
+  return plan;
+}
+
+void SpeculationPolicy::end_probe(Bucket& bucket) {
+  bucket.since_probe = 0;
+  ++bucket.probes;
+  bucket.probe_interval = std::min(2 * bucket.probe_interval, kMaxProbeInterval);
 }
 
 DraftPlan SpeculationPolicy::forced(const std::vector<DraftCandidate>& candidates) {
@@ -151,7 +170,7 @@ std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& 
 
 bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const {
   const auto n = static_cast<double>(seqs);
-  const Estimate base = estimate({seqs, 0, n, context, n, n, 0});
+  const Estimate base = estimate({seqs, 0, n, context, n, fills(0) ? n : 0.0, 0});
   if (base.seconds <= 0) return true;  // no timings yet: no evidence that it does not pay
   double tokens = n;
   for (int64_t k = 1; k <= k_max_; ++k) {
@@ -174,23 +193,22 @@ SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftC
     const int64_t k = plan.drafts[s];
     work.rows += static_cast<double>(1 + k);
     work.context += static_cast<double>(candidates[s].context + k);
-    for (int64_t i = 0; i <= k; ++i) work.fill_rows += reach[s][i];
+    double tokens = 0;
+    for (int64_t i = 0; i <= k; ++i) tokens += reach[s][i];
+    work.tokens += tokens;
+    if (fills(k)) work.fill_rows += tokens;
     work.recursion_rows += static_cast<double>(std::max<int64_t>(k - 1, 0));
   }
-  work.tokens += work.fill_rows;
   return estimate(work);
 }
 
 SpeculationPolicy::Estimate SpeculationPolicy::estimate(const StepWork& work) const {
-  // The next fill runs over every position this step computes for the candidates (their emitted
-  // tokens), now or deferred. Waiting positions are not charged: k = 0 catches them up too once the
-  // stash is full, unless the sequence retires (then drafting does not pay for it anyway) or the plan
-  // drops them.
   const double recursions = static_cast<double>(std::max<int64_t>(work.step_k - 1, 0));
-  const double fixed_share = work.step_k == 0 ? 1.0 / static_cast<double>(fill_every_) : 1.0;
-  const double seconds = costs_.verify_seconds(work.seqs, work.rows, work.context) +
-                         costs_.draft_seconds(work.seqs, work.fill_rows, recursions, work.recursion_rows, fixed_share);
+  const double seconds = costs_.verify_seconds(work.seqs, work.step_k, work.rows, work.context) +
+                         costs_.draft_seconds(work.seqs, work.fill_rows, recursions, work.recursion_rows);
   return {work.tokens, seconds};
 }
+
+bool SpeculationPolicy::fills(int64_t drafts) const { return drafts > 0 || fill_every_ == 1; }
 
 }  // namespace mtpserve

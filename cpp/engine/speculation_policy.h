@@ -9,13 +9,18 @@
 // 0..k_max (warm-up: the bucket's fits need steps of each k), and later takes every
 // kProbeInterval-th step at a cycled k other than the one it chose last, so that a cost or an
 // acceptance it has stopped observing cannot go stale (and the cost model lets a probe's fresh
-// timing outweigh the stale ones: StepCostModel forgets per step, not per sample).
+// timing outweigh the stale ones: StepCostModel forgets per step, not per sample). Where the probes
+// keep finding the choice right, they grow rarer (each doubles the interval, to 16 times the first):
+// where drafts are rejected, a burst of k = 1..3 costs about three steps' worth of tokens at batch 1 on a
+// CPU (their step costs against k = 0's), some 6% of the steps at one burst per 50. A change of choice
+// (a drift in cost or acceptance, seen in the steps the policy does run) brings them back to every
+// kProbeInterval-th step.
 // Where the engine defers the MTP fill of sequences given no drafts (EngineConfig::
-// deferred_fill_positions), a k = 0 step starts no MTP forward: such a plan pays each row's fill (it
-// runs later) and only a share of the fill's fixed cost, that of one catch-up every `fill_every`
-// steps. A sequence's waiting positions are owed whatever the plan (k = 0 catches them up once its
-// stash is full), so resuming drafting is not charged for them: a noisy step that chose k = 0 does
-// not lock a sequence whose drafts pay out of drafting until its stash fills.
+// deferred_fill_positions), the plan drops what waits for them (below), so a sequence the estimate
+// gives no drafts pays no fill at all, now or later: a k = 0 step is priced as a step without MTP.
+// (Priced as owing its fills, k = 0 lost to k = 1 at batch 64 on a CPU, where k = 1 ran 10% slower.)
+// Resuming drafting is not charged for the positions that wait (it catches them up): a one-time cost
+// set against one step's rate would hold a sequence whose drafts pay at k = 0 until its stash is dropped.
 // A sequence whose fills wait (deferred) and whose drafts fail - its own measured acceptance makes
 // drafting not pay (the estimate would choose k = 0 for a batch of sequences that all had it), where
 // drafts that are always accepted would pay (in this batch, or alone in a step: where they would
@@ -71,8 +76,10 @@ class SpeculationPolicy {
   // Warm-up: this many plans at each k in turn.
   static constexpr int64_t kWarmupRounds = 4;
   // After warm-up, one plan in this many is a probe at a cycled k: a few percent of the steps
-  // at most run at a k the estimate did not choose.
+  // at most run at a k the estimate did not choose. Each probe that leaves the choice where it was
+  // doubles the interval, up to kMaxProbeInterval; a change of choice sets it back (see above).
   static constexpr int64_t kProbeInterval = 50;
+  static constexpr int64_t kMaxProbeInterval = 16 * kProbeInterval;
 
   // fill_every: 1 where every step fills; else the most steps a fill is deferred by.
   SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, int64_t fill_every = 1);
@@ -110,6 +117,7 @@ class SpeculationPolicy {
   static Load load_of(const std::vector<DraftCandidate>& candidates, const NonDrafting& others);
   DraftPlan forced(const std::vector<DraftCandidate>& candidates);
   DraftPlan uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const;
+  DraftPlan warmup_plan(const std::vector<DraftCandidate>& candidates, int64_t k) const;
   // reach[s][i]: probability that candidate s's drafts 1..i are all accepted (reach[s][0] = 1).
   std::vector<std::vector<double>> reaches(const std::vector<DraftCandidate>& candidates) const;
   DraftPlan best(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
@@ -127,6 +135,9 @@ class SpeculationPolicy {
   Estimate estimate(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
                     const NonDrafting& others, const DraftPlan& plan) const;
   Estimate estimate(const StepWork& work) const;
+  // Whether a sequence given `drafts` drafts has its positions filled: with fills deferred, one given none
+  // never does (what waits for it is dropped), so a plan prices no fill for it.
+  bool fills(int64_t drafts) const;
 
   SpeculationPolicyKind kind_;
   int64_t k_max_;
@@ -138,7 +149,11 @@ class SpeculationPolicy {
   struct Bucket {
     int64_t plans = 0;     // adaptive plans made
     int64_t chosen_k = 0;  // the step's k of the last plan the estimate chose
+    int64_t probe_interval = kProbeInterval;
+    int64_t since_probe = 0;  // plans since the last probe (or since the warm-up)
+    int64_t probes = 0;       // probe intervals completed: which k the next single probe takes
   };
+  static void end_probe(Bucket& bucket);
   std::vector<Bucket> buckets_;  // per batch-size bucket
   int64_t forced_plans_ = 0;
 };

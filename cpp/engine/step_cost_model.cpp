@@ -1,6 +1,7 @@
 #include "engine/step_cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace mtpserve {
 
@@ -42,34 +43,56 @@ const StepCostModel::Fits* StepCostModel::find(int64_t num_seqs) const {
   return b < buckets_.size() ? &buckets_[b] : nullptr;
 }
 
-void StepCostModel::record_verify(int64_t num_seqs, int64_t rows, int64_t context, double seconds) {
+void StepCostModel::Offset::add(double residual, double age) {
+  const double forget = std::pow(kForget, age);
+  sum = forget * sum + residual;
+  weight = forget * weight + 1.0;
+}
+
+void StepCostModel::add_offset(std::vector<Offset>& offsets, size_t key, int64_t steps, double residual) {
+  if (offsets.size() <= key) offsets.resize(key + 1);
+  Offset& o = offsets[key];
+  o.add(residual, age_after(steps - o.steps_at_sample));
+  o.steps_at_sample = steps;
+}
+
+double StepCostModel::offset(const std::vector<Offset>& offsets, size_t key) {
+  return key < offsets.size() ? offsets[key].mean() : 0.0;
+}
+
+void StepCostModel::record_verify(int64_t num_seqs, int64_t step_k, int64_t rows, int64_t context, double seconds) {
   Fits& f = fits(num_seqs);
   ++f.steps;
   // Only a step with drafts (more rows than sequences) measures what a verify row costs.
   const bool drafted = rows > num_seqs;
-  f.verify.add({1.0, static_cast<double>(rows), static_cast<double>(context)}, seconds,
-               drafted ? age_after(f.steps - f.steps_at_drafted_verify) : 1.0);
+  const std::vector<double> x{1.0, static_cast<double>(rows), static_cast<double>(context)};
+  f.verify.add(x, seconds, drafted ? age_after(f.steps - f.steps_at_drafted_verify) : 1.0);
   if (drafted) f.steps_at_drafted_verify = f.steps;
+  add_offset(f.verify_offsets, static_cast<size_t>(step_k), f.steps, seconds - f.verify.predict(x));
 }
 
 void StepCostModel::record_draft(int64_t num_seqs, int64_t fill_rows, int64_t recursions, int64_t recursion_rows,
                                  double seconds) {
   Fits& f = fits(num_seqs);
-  f.draft.add({1.0, static_cast<double>(fill_rows), static_cast<double>(recursions),
-               static_cast<double>(recursion_rows)},
-              seconds, age_after(f.steps - f.steps_at_draft));
+  const std::vector<double> x{1.0, static_cast<double>(fill_rows), static_cast<double>(recursions),
+                              static_cast<double>(recursion_rows)};
+  f.draft.add(x, seconds, age_after(f.steps - f.steps_at_draft));
   f.steps_at_draft = f.steps;
+  add_offset(f.draft_offsets, static_cast<size_t>(recursions), f.steps, seconds - f.draft.predict(x));
 }
 
-double StepCostModel::verify_seconds(int64_t num_seqs, double rows, double context) const {
+double StepCostModel::verify_seconds(int64_t num_seqs, int64_t step_k, double rows, double context) const {
   const Fits* f = find(num_seqs);
-  return f ? f->verify.predict({1.0, rows, context}) : 0.0;
+  if (f == nullptr) return 0.0;
+  return std::max(0.0, f->verify.predict({1.0, rows, context}) + offset(f->verify_offsets, static_cast<size_t>(step_k)));
 }
 
-double StepCostModel::draft_seconds(int64_t num_seqs, double fill_rows, double recursions, double recursion_rows,
-                                    double fixed_share) const {
+double StepCostModel::draft_seconds(int64_t num_seqs, double fill_rows, double recursions,
+                                    double recursion_rows) const {
   const Fits* f = find(num_seqs);
-  return f ? f->draft.predict({fixed_share, fill_rows, recursions, recursion_rows}) : 0.0;
+  if (f == nullptr || fill_rows <= 0) return 0.0;
+  return std::max(0.0, f->draft.predict({1.0, fill_rows, recursions, recursion_rows}) +
+                           offset(f->draft_offsets, static_cast<size_t>(recursions)));
 }
 
 double StepCostModel::seconds_per_draft(int64_t num_seqs) const {

@@ -14,8 +14,11 @@
 // catch-up's) instead of outweighing it.
 // A step's cost is far from linear over all batch sizes (one row more costs much more at batch 1
 // than at batch 64 on a CPU; a GPU is flat until it is compute-bound), so each batch-size bucket
-// (decoding sequences in [2^i, 2^(i+1))) has its own fits: linear is only asked to hold across
-// the k's of one batch size.
+// (decoding sequences in [2^i, 2^(i+1))) has its own fits. Nor is it always linear across the k's of
+// one batch size: a CPU GEMM can run 4 rows per sequence faster than 3 (verify at batch 1 measured
+// 6.1 / 7.4 / 6.0 ms at k = 1 / 2 / 3), so each fit carries an offset per step k (per recursion count
+// for the draft phase): the forgetting mean of what its steps took beyond the fit's line, aged like
+// the fits. The marginal cost of one more draft (seconds_per_draft) stays the line's.
 #include <cstdint>
 #include <vector>
 
@@ -29,27 +32,39 @@ class StepCostModel {
 
   // Only decode / verify steps: prefill chunks cost differently per row and the policy never
   // predicts them.
-  void record_verify(int64_t num_seqs, int64_t rows, int64_t context, double seconds);
+  // step_k: the most drafts a sequence of the step verifies.
+  void record_verify(int64_t num_seqs, int64_t step_k, int64_t rows, int64_t context, double seconds);
   void record_draft(int64_t num_seqs, int64_t fill_rows, int64_t recursions, int64_t recursion_rows, double seconds);
 
-  double verify_seconds(int64_t num_seqs, double rows, double context) const;
-  // fixed_share: the part of the draft phase's fixed cost d this step pays (a deferred fill's is shared).
-  double draft_seconds(int64_t num_seqs, double fill_rows, double recursions, double recursion_rows,
-                       double fixed_share = 1.0) const;
+  double verify_seconds(int64_t num_seqs, int64_t step_k, double rows, double context) const;
+  // 0 where nothing fills: the step runs no MTP forward.
+  double draft_seconds(int64_t num_seqs, double fill_rows, double recursions, double recursion_rows) const;
   // Seconds one more draft adds to a step: its verify row, its token of context and its
   // recursion row.
   double seconds_per_draft(int64_t num_seqs) const;
 
  private:
+  // A signed mean with the fits' forgetting: a step's time beyond its fit's line.
+  struct Offset {
+    double sum = 0, weight = 0;
+    int64_t steps_at_sample = 0;  // the bucket's `steps` at the last sample
+    void add(double residual, double age);
+    double mean() const { return weight > 0 ? sum / weight : 0.0; }
+  };
   struct Fits {
     Fits();
     OnlineLinearFit verify, draft;
+    std::vector<Offset> verify_offsets;  // per step k
+    std::vector<Offset> draft_offsets;   // per recursion count
     int64_t steps = 0;                    // verify samples: the bucket's decode steps
     int64_t steps_at_draft = 0;           // `steps` when the draft fit last got a sample
     int64_t steps_at_drafted_verify = 0;  // `steps` at the last verify sample with drafts
   };
   Fits& fits(int64_t num_seqs);
   const Fits* find(int64_t num_seqs) const;
+  // Adds a residual to offsets[key] (grown as needed), aged by the bucket steps since that key's last sample.
+  static void add_offset(std::vector<Offset>& offsets, size_t key, int64_t steps, double residual);
+  static double offset(const std::vector<Offset>& offsets, size_t key);
 
   std::vector<Fits> buckets_;
 };
