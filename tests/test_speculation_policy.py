@@ -52,6 +52,35 @@ def test_warmup_cycles_k_in_each_batch_size_bucket_and_probes_recur():
     assert probes == [(policy.probe_interval * (2 ** (p + 1) - 1) - 1, p + 1) for p in range(3)]
 
 
+def test_probes_keep_their_interval_while_another_k_is_estimated_close_to_the_choice():
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    batch = candidates(4)
+    past_warmup(policy, batch)
+    feed_costs(policy, 4, per_row=1e-4)
+    feed_acceptance(policy, 0, 2)  # the third draft always rejected: k = 1 and k = 2 estimated close
+    ks = [policy.plan(batch)[0] for _ in range(7 * policy.probe_interval)]
+    chosen = max(set(ks), key=ks.count)
+    assert [i for i, k in enumerate(ks) if k != chosen] == [policy.probe_interval * (p + 1) - 1 for p in range(7)]
+
+
+def test_a_probe_at_k0_fills_where_the_estimate_drafts_and_defers_where_it_does_not():
+    """With deferred fills, a probe at k = 0 while the estimate drafts fills as it goes (the next step then has
+    nothing to catch up, which runs eagerly on a GPU); a k = 0 plan the estimate chose defers."""
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
+    batch = candidates(8)
+    past_warmup(policy, batch)
+    feed_costs(policy, 8, per_row=1e-6)
+    feed_acceptance(policy, 100, 3)
+    plans = [policy.plan(batch) for _ in range(policy.probe_interval)]
+    assert plans[0][0] == K_MAX and plans[0][4] == [False] * 8
+    probe = plans[policy.probe_interval - 1]
+    assert probe[0] == 0 and probe[4] == [False] * 8
+    feed_costs(policy, 8, per_row=1e-3)  # rows now so dear that the estimate gives no drafts
+    feed_acceptance(policy, 100, 0, times=200)
+    step_k, _, _, _, defer = policy.plan(batch)
+    assert step_k == 0 and defer == [True] * 8
+
+
 def test_probes_come_back_when_the_choice_changes():
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     batch = candidates(4)
@@ -162,7 +191,7 @@ def test_a_full_stash_retires_a_sequence_whose_drafts_do_not_pay_and_no_other():
     for seq_id in range(1, 8):
         feed_acceptance(policy, seq_id, 3, times=20)  # always accepted
     full = [(i, K_MAX, 100, False, 64) for i in range(8)]
-    step_k, drafts, retire, _ = policy.plan(full)
+    step_k, drafts, retire, _, _ = policy.plan(full)
     assert drafts[0] == 0 and drafts[1:] == [step_k] * 7 and retire == [True] + [False] * 7
     # Not yet full, or pinned: never retired.
     assert policy.plan([(0, K_MAX, 100, False, 63)] + full[1:])[2] == [False] * 8
@@ -177,9 +206,9 @@ def test_probes_skip_a_sequence_whose_drafts_fail():
     feed_acceptance(policy, 1, 3, times=20)
     batch = [(0, K_MAX, 100, False, 10), (1, K_MAX, 100, False, 10)]
     plans = [policy.plan(batch) for _ in range(policy.probe_interval)]
-    assert all(drafts[0] == 0 for _, drafts, _, _ in plans) and any(drafts[1] > 0 for _, drafts, _, _ in plans)
+    assert all(drafts[0] == 0 for _, drafts, *_ in plans) and any(drafts[1] > 0 for _, drafts, *_ in plans)
     unfailing = retiring_policy(2)  # no acceptance record: both lean on the engine-wide estimate
-    assert any(drafts[0] > 0 for _, drafts, _, _ in (unfailing.plan(batch) for _ in range(policy.probe_interval)))
+    assert any(drafts[0] > 0 for _, drafts, *_ in (unfailing.plan(batch) for _ in range(policy.probe_interval)))
 
 
 def test_retired_sequences_still_count_in_the_step_costs():
@@ -210,10 +239,10 @@ def test_what_waits_for_a_sequence_that_would_not_draft_at_this_load_is_dropped_
     feed_costs(policy, 64, per_row=1e-3, fixed=1e-4, draft_fixed=2e-3)
     for seq_id in range(64):
         feed_acceptance(policy, seq_id, 3, times=20)
-    step_k, drafts, retire, drop = policy.plan(candidates(63, stashed=64) + [(63, 2, 100, True, 0)])
+    step_k, drafts, retire, drop, _ = policy.plan(candidates(63, stashed=64) + [(63, 2, 100, True, 0)])
     assert (step_k, drafts) == (2, [0] * 63 + [2])
     assert retire == [False] * 64 and drop == [True] * 63 + [False]
-    step_k, _, retire, drop = policy.plan(candidates(8, stashed=64))
+    step_k, _, retire, drop, _ = policy.plan(candidates(8, stashed=64))
     assert step_k > 0 and retire == drop == [False] * 8
     # Where always-accepted drafts would just pay, new sequences judged by the engine's drafts (mostly
     # rejected) would not draft either: theirs are dropped (not retired: their own drafts never failed).
@@ -221,7 +250,7 @@ def test_what_waits_for_a_sequence_that_would_not_draft_at_this_load_is_dropped_
     past_warmup(marginal, candidates(64))
     feed_costs(marginal, 64, per_row=1e-3)
     feed_acceptance(marginal, 100, 0)
-    _, _, retire, drop = marginal.plan(candidates(63, first_id=200, stashed=10) + [(0, K_MAX, 100, False, 0)])
+    _, _, retire, drop, _ = marginal.plan(candidates(63, first_id=200, stashed=10) + [(0, K_MAX, 100, False, 0)])
     assert retire == [False] * 64 and drop == [True] * 63 + [False]  # nothing waits for the last one
     untimed = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
     past_warmup(untimed, candidates(64))
@@ -246,7 +275,7 @@ def test_a_sequence_whose_drafts_fail_drafts_less_than_the_rest():
         feed_acceptance(policy, seq_id, 3, times=10)
     feed_acceptance(policy, 0, 0, times=10)
     assert policy.sequence_acceptance(0)[0] < 0.5 < policy.sequence_acceptance(1)[0]
-    step_k, drafts, _, _ = policy.plan(batch)
+    step_k, drafts, _, _, _ = policy.plan(batch)
     assert step_k > 0 and drafts[1:] == [step_k] * 7 and drafts[0] < step_k
 
 

@@ -73,11 +73,12 @@ void bind_policy(py::module_& m) {
               c.push_back({id, budget, context, pinned, stashed});
             }
             const DraftPlan plan = p.plan(c, {retired_seqs, retired_context});
-            return std::make_tuple(plan.step_k, plan.drafts, plan.retire, plan.drop);
+            return std::make_tuple(plan.step_k, plan.drafts, plan.retire, plan.drop, plan.defer);
           },
           py::arg("candidates"), py::arg("retired_seqs") = 0, py::arg("retired_context") = 0,
           "candidates: (seq_id, budget, context, pinned, stashed positions) each, beside retired_seqs retired "
-          "sequences; returns (step k, drafts of each, retired or not each, waiting positions dropped or not each)")
+          "sequences; returns (step k, drafts of each, retired or not each, waiting positions dropped or not each, "
+          "fill deferred or not each)")
       .def("force_schedule", &SpeculationPolicy::force_schedule, py::arg("schedule"),
            py::arg("unpaid") = std::vector<bool>{})
       .def("record_verify",

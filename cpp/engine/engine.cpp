@@ -553,9 +553,11 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
   }
   const DraftPlan chosen = policy_->plan(candidates, retired);
   std::vector<bool> unused(requests.size(), false), retiring(requests.size(), false), dropping(requests.size(), false);
+  std::vector<bool> deferring(requests.size(), true);
   for (size_t c = 0; c < candidates.size(); ++c) {
     DraftRequest& r = requests[candidate_request[c]];
     dropping[candidate_request[c]] = chosen.drop[c];
+    deferring[candidate_request[c]] = chosen.defer[c];
     if (chosen.retire[c]) {
       retire(requests_.at(r.seq->id));
       retiring[candidate_request[c]] = true;
@@ -570,7 +572,7 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
   }
   DraftShape shape;
   shape.num_seqs = static_cast<int64_t>(requests.size()) + retired.seqs;
-  requests = defer_fills(std::move(requests), decoded, unused, retiring, dropping);
+  requests = defer_fills(std::move(requests), decoded, unused, retiring, dropping, deferring);
   drafter_->propose(requests);
   for (size_t i = 0; i < requests.size(); ++i) {
     const DraftRequest& r = requests[i];
@@ -596,7 +598,7 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
 
 std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests, const std::vector<bool>& decoded,
                                               std::vector<bool>& unused, const std::vector<bool>& retiring,
-                                              const std::vector<bool>& dropping) {
+                                              const std::vector<bool>& dropping, const std::vector<bool>& deferring) {
   if (!stash_) return requests;
   std::vector<DraftRequest> filling;
   std::vector<bool> filling_unused;
@@ -607,7 +609,7 @@ std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests
     Request& request = requests_.at(r.seq->id);
     const bool drafts = r.num_drafts > 0 && !unused[i];
     // Until its acceptance is known, a sequence keeps filling: the fill's draft 1 measures it for free.
-    if (!drafts && decoded[i] && policy_->acceptance().knows(r.seq->id)) {
+    if (!drafts && deferring[i] && decoded[i] && policy_->acceptance().knows(r.seq->id)) {
       auto row = stash_->push(r.seq->id, r.first_pair, r.num_pairs);
       if (!row && dropping[i]) {
         drop_stash(request);

@@ -166,10 +166,11 @@ class Engine {
   // whose own acceptance is known (AcceptanceStats::knows).
   // `unused` (a request whose draft 1 is only measured) is filtered alike.
   // `retiring` requests are dropped: retire() has dropped their stash. `dropping` requests drop their
-  // stash where it would be caught up (DraftPlan::drop), and stash anew.
+  // stash where it would be caught up (DraftPlan::drop), and stash anew. Only `deferring` requests stash
+  // (DraftPlan::defer); the others fill.
   std::vector<DraftRequest> defer_fills(std::vector<DraftRequest> requests, const std::vector<bool>& decoded,
                                         std::vector<bool>& unused, const std::vector<bool>& retiring,
-                                        const std::vector<bool>& dropping);
+                                        const std::vector<bool>& dropping, const std::vector<bool>& deferring);
   // Drops the request's stashed positions: their MTP fill never runs.
   void drop_stash(Request& request);
   // Drops the request's stash and stops its fills and drafts for good (SpeculationPolicy's retire).

@@ -81,10 +81,11 @@ void ModelRunner::allocate_stash(int64_t rows) {
 
 void ModelRunner::stash_hidden(const std::vector<int64_t>& target_rows, const std::vector<int64_t>& stash_rows) {
   if (target_rows.empty()) return;
-  std::vector<int64_t> both(target_rows);
-  both.insert(both.end(), stash_rows.begin(), stash_rows.end());
-  const auto rows = at::tensor(both, at::kLong).to(device_, /*non_blocking=*/true);
   const auto n = static_cast<int64_t>(target_rows.size());
+  // Pinned on a GPU: a copy from pageable memory would wait for the step's kernels.
+  auto host = at::empty({2 * n}, at::TensorOptions(at::kLong).pinned_memory(device_.is_cuda()));
+  std::ranges::copy(stash_rows, std::ranges::copy(target_rows, host.data_ptr<int64_t>()).out);
+  const auto rows = host.to(device_, /*non_blocking=*/true);
   stash_.index_copy_(0, rows.narrow(0, n, n), target_hidden_.index_select(0, rows.narrow(0, 0, n)));
 }
 

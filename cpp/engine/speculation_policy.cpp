@@ -38,13 +38,23 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   // with deferred fills), so that the first, which catches up, is followed by plain drafting steps.
   const int64_t burst = bucket.chosen_k == 0 && fill_every_ > 1 ? k_max_ : 1;
   const int64_t phase = bucket.since_probe++ - (bucket.probe_interval - burst);
-  const DraftPlan estimated = best(candidates, reaches(candidates), others);
+  const Choice choice = best(candidates, reaches(candidates), others);
+  const DraftPlan& estimated = choice.plan;
   DraftPlan chosen = estimated;
   if (phase >= 0) {
     const int64_t k = burst > 1 ? phase % burst : bucket.probes % k_max_;
     chosen = uniform(candidates, k < bucket.chosen_k ? k : k + 1);
-    if (phase >= burst - 1) end_probe(bucket);
+    for (size_t s = 0; s < candidates.size(); ++s) chosen.defer[s] = chosen.drafts[s] == 0 && estimated.drafts[s] == 0;
+    if (phase >= burst - 1) {
+      bucket.since_probe = 0;
+      ++bucket.probes;
+      bucket.judging = true;
+    }
   } else {
+    if (bucket.judging) {  // the first estimate with the probes' measurements in it
+      bucket.probe_interval = choice.clear ? std::min(2 * bucket.probe_interval, kMaxProbeInterval) : kProbeInterval;
+      bucket.judging = false;
+    }
     if (estimated.step_k != bucket.chosen_k) bucket.probe_interval = kProbeInterval;
     bucket.chosen_k = estimated.step_k;
   }
@@ -60,6 +70,7 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
     chosen.drop[s] = c.stashed > 0 && !c.pinned && estimated.drafts[s] == 0;
     if (!fail[s]) continue;
     chosen.drafts[s] = 0;
+    chosen.defer[s] = true;
     chosen.retire[s] = c.stashed >= fill_every_;
   }
   chosen.step_k = *std::max_element(chosen.drafts.begin(), chosen.drafts.end());
@@ -77,12 +88,6 @@ DraftPlan SpeculationPolicy::warmup_plan(const std::vector<DraftCandidate>& cand
   return plan;
 }
 
-void SpeculationPolicy::end_probe(Bucket& bucket) {
-  bucket.since_probe = 0;
-  ++bucket.probes;
-  bucket.probe_interval = std::min(2 * bucket.probe_interval, kMaxProbeInterval);
-}
-
 DraftPlan SpeculationPolicy::forced(const std::vector<DraftCandidate>& candidates) {
   DraftPlan plan = uniform(candidates, 0);
   const auto i = static_cast<size_t>(forced_plans_++);
@@ -90,6 +95,7 @@ DraftPlan SpeculationPolicy::forced(const std::vector<DraftCandidate>& candidate
   for (size_t s = 0; s < candidates.size(); ++s) {
     plan.drafts[s] = std::clamp<int64_t>(schedule_[i % schedule_.size()], 0, candidates[s].budget);
     plan.drop[s] = unpaid && !candidates[s].pinned;
+    plan.defer[s] = plan.drafts[s] == 0;
   }
   plan.step_k = *std::max_element(plan.drafts.begin(), plan.drafts.end());
   return plan;
@@ -116,27 +122,35 @@ DraftPlan SpeculationPolicy::uniform(const std::vector<DraftCandidate>& candidat
   }
   plan.retire.assign(candidates.size(), false);
   plan.drop.assign(candidates.size(), false);
+  for (int64_t d : plan.drafts) plan.defer.push_back(d == 0);
   return plan;
 }
 
-DraftPlan SpeculationPolicy::best(const std::vector<DraftCandidate>& candidates,
-                                  const std::vector<std::vector<double>>& reach, const NonDrafting& others) const {
+SpeculationPolicy::Choice SpeculationPolicy::best(const std::vector<DraftCandidate>& candidates,
+                                                  const std::vector<std::vector<double>>& reach,
+                                                  const NonDrafting& others) const {
   const int64_t num_seqs = static_cast<int64_t>(candidates.size()) + others.seqs;
-  DraftPlan chosen = uniform(candidates, 0);
-  Estimate base = estimate(candidates, reach, others, chosen);
-  if (base.seconds <= 0) return uniform(candidates, k_max_);  // no timings yet: nothing to weigh
+  Choice choice{uniform(candidates, 0), false};
+  Estimate base = estimate(candidates, reach, others, choice.plan);
+  if (base.seconds <= 0) return {uniform(candidates, k_max_), false};  // no timings yet: nothing to weigh
   double best_rate = base.tokens / base.seconds;
+  std::vector<double> rate_at(k_max_ + 1, 0.0);  // by the step k a plan ends with, once trimmed
+  rate_at[0] = best_rate;
   for (int64_t k = 1; k <= k_max_; ++k) {
     DraftPlan plan = uniform(candidates, k);
     const Estimate full = estimate(candidates, reach, others, plan);
     trim(candidates, reach, full.seconds / full.tokens, num_seqs, plan);
     const Estimate e = estimate(candidates, reach, others, plan);
-    if (e.tokens / e.seconds > best_rate) {
-      best_rate = e.tokens / e.seconds;
-      chosen = std::move(plan);
+    const double rate = e.tokens / e.seconds;
+    rate_at[plan.step_k] = std::max(rate_at[plan.step_k], rate);
+    if (rate > best_rate) {
+      best_rate = rate;
+      choice.plan = std::move(plan);
     }
   }
-  return chosen;
+  rate_at[choice.plan.step_k] = 0;
+  choice.clear = *std::max_element(rate_at.begin(), rate_at.end()) < (1.0 - kProbeMargin) * best_rate;
+  return choice;
 }
 
 void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,

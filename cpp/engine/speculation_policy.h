@@ -10,7 +10,7 @@
 // kProbeInterval-th step at a cycled k other than the one it chose last, so that a cost or an
 // acceptance it has stopped observing cannot go stale (and the cost model lets a probe's fresh
 // timing outweigh the stale ones: StepCostModel forgets per step, not per sample). Where the probes
-// keep finding the choice right, they grow rarer (each doubles the interval, to 16 times the first):
+// keep finding the choice clearly right, they grow rarer (each doubles the interval, to 16 times the first):
 // where drafts are rejected, a burst of k = 1..3 costs about three steps' worth of tokens at batch 1 on a
 // CPU (their step costs against k = 0's), some 6% of the steps at one burst per 50. A change of choice
 // (a drift in cost or acceptance, seen in the steps the policy does run) brings them back to every
@@ -69,6 +69,9 @@ struct DraftPlan {
   std::vector<int64_t> drafts;  // per candidate
   std::vector<bool> retire;     // per candidate: drops its stash and drafts no more (see above)
   std::vector<bool> drop;       // per candidate: what waits in its stash is dropped, not caught up (see above)
+  // per candidate given no drafts: its fill waits (is stashed). Not on a probe at k = 0 where the estimate
+  // would draft for it: it fills as it goes, so the next step does not catch up (an eager forward on a GPU).
+  std::vector<bool> defer;
 };
 
 class SpeculationPolicy {
@@ -76,10 +79,15 @@ class SpeculationPolicy {
   // Warm-up: this many plans at each k in turn.
   static constexpr int64_t kWarmupRounds = 4;
   // After warm-up, one plan in this many is a probe at a cycled k: a few percent of the steps
-  // at most run at a k the estimate did not choose. Each probe that leaves the choice where it was
-  // doubles the interval, up to kMaxProbeInterval; a change of choice sets it back (see above).
+  // at most run at a k the estimate did not choose. Each probe after which the choice is clear
+  // (every other k estimated kProbeMargin below it) doubles the interval, up to kMaxProbeInterval;
+  // otherwise, or on a change of choice, it goes back to kProbeInterval (see above).
   static constexpr int64_t kProbeInterval = 50;
   static constexpr int64_t kMaxProbeInterval = 16 * kProbeInterval;
+  // A k estimated within this of the choice may overtake it after a few more measurements: step times
+  // on a shared CPU move by 5-10% from step to step, and the acceptance of a position the chosen k does
+  // not draft rests on the probes' few samples.
+  static constexpr double kProbeMargin = 0.1;
 
   // fill_every: 1 where every step fills; else the most steps a fill is deferred by.
   SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, int64_t fill_every = 1);
@@ -101,6 +109,11 @@ class SpeculationPolicy {
   struct Estimate {
     double tokens = 0, seconds = 0;
   };
+  // The plan the estimate favours, and whether it is clear (see kProbeMargin).
+  struct Choice {
+    DraftPlan plan;
+    bool clear = false;
+  };
   // What a step computes, summed over its sequences: what the step cost model prices.
   struct StepWork {
     int64_t seqs = 0, step_k = 0;
@@ -120,8 +133,8 @@ class SpeculationPolicy {
   DraftPlan warmup_plan(const std::vector<DraftCandidate>& candidates, int64_t k) const;
   // reach[s][i]: probability that candidate s's drafts 1..i are all accepted (reach[s][0] = 1).
   std::vector<std::vector<double>> reaches(const std::vector<DraftCandidate>& candidates) const;
-  DraftPlan best(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
-                 const NonDrafting& others) const;
+  Choice best(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
+              const NonDrafting& others) const;
   // Per candidate: its fills wait (deferred), and drafting does not pay in a batch of sequences that all
   // had its measured acceptance (AcceptanceStats::measured), though it would with drafts that are always
   // accepted, in this batch (`always_pays`) or for the sequence alone in a step.
@@ -152,8 +165,8 @@ class SpeculationPolicy {
     int64_t probe_interval = kProbeInterval;
     int64_t since_probe = 0;  // plans since the last probe (or since the warm-up)
     int64_t probes = 0;       // probe intervals completed: which k the next single probe takes
+    bool judging = false;     // a probe just ended: the next estimate sets the interval
   };
-  static void end_probe(Bucket& bucket);
   std::vector<Bucket> buckets_;  // per batch-size bucket
   int64_t forced_plans_ = 0;
 };
