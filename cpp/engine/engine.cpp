@@ -316,6 +316,10 @@ void Engine::drain_inbox() {
 }
 
 bool Engine::step() {
+  // What a step costs the policy runs from here to its published outputs: scheduling, stop checks and
+  // publishing are per-step costs too (a tenth of a step or more on a GPU at batch 1), and leaving
+  // them out made larger k look dearer than they are.
+  timer_->start();
   SchedulerOutput plan;
   try {
     plan = scheduler_.schedule();
@@ -343,7 +347,6 @@ bool Engine::step() {
     return false;
   }
   try {
-    timer_->start();
     StepInput input = build_step_input(plan.scheduled, config_.block_size, decode_shape(plan));
     target_timer_->start();
     at::Tensor logits = runner_.run_target(input);
@@ -352,14 +355,13 @@ bool Engine::step() {
     if (fault_due()) throw std::runtime_error("injected fault (Engine::inject_fault_after, tests only)");
     const double launched_at = timer_->seconds();
     std::vector<SampledSequence> sampled = sample(input, plan, logits);
-    // Sampling ends in a device-to-host copy: the verify step is done.
-    const double verified_at = timer_->seconds();
-    if (policy_) record_step(plan, input, verified_at);
+    const int64_t step_k = policy_ ? count_step_k(plan, input) : -1;
+    const int64_t context = context_tokens(plan);
 
     std::vector<int64_t> first_pairs, finished;  // finished requests are dropped once the step is done
     std::vector<RequestOutput> outputs = apply_samples(plan, input, sampled, first_pairs, finished);
     const double sampled_at = timer_->seconds();
-    if (drafter_) draft_next(plan, input, first_pairs, sampled_at);
+    const double drafting = drafter_ ? draft_next(plan, input, first_pairs, sampled_at) : 0.0;
     {
       std::lock_guard lock(stats_mutex_);
       stats_.target_seconds += target_timer_->seconds();
@@ -371,6 +373,10 @@ bool Engine::step() {
     }
     for (int64_t id : finished) requests_.erase(id);
     publish(std::move(outputs));
+    if (policy_ && decode_only(plan)) {
+      policy_->costs().record_verify(static_cast<int64_t>(plan.scheduled.size()), std::max<int64_t>(step_k, 0),
+                                     input.query_start.back(), context, timer_->seconds() - drafting);
+    }
   } catch (const std::exception& e) {
     // A step that failed midway leaves the caches and drafts half-written, and under tensor
     // parallelism the ranks out of step (no further collective may be issued): the engine fails
@@ -440,18 +446,19 @@ std::vector<RequestOutput> Engine::apply_samples(const SchedulerOutput& plan, co
   return outputs;
 }
 
-void Engine::draft_next(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
-                        double sampled_at) {
+double Engine::draft_next(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
+                          double sampled_at) {
   draft_timer_->start();
   const DraftShape shape = draft(plan, input, first_pairs);
   draft_timer_->stop();
+  const double seconds = timer_->seconds() - sampled_at;
   if (shape.fill_rows > 0 && decode_only(plan)) {
-    policy_->costs().record_draft(shape.num_seqs, shape.fill_rows, shape.recursions, shape.recursion_rows,
-                                  timer_->seconds() - sampled_at);
+    policy_->costs().record_draft(shape.num_seqs, shape.fill_rows, shape.recursions, shape.recursion_rows, seconds);
   }
   std::lock_guard lock(stats_mutex_);
   stats_.fill_skipped_steps += shape.num_seqs > 0 && shape.fill_rows == 0 ? 1 : 0;
   stats_.caught_up_positions += shape.caught_up;
+  return seconds;
 }
 
 std::vector<SampledSequence> Engine::sample(const StepInput& input, const SchedulerOutput& plan,
@@ -501,7 +508,7 @@ void Engine::record_verification(Request& request, int64_t drafts, int64_t accep
   count_verification(stats_.spec, drafts, accepted);
 }
 
-void Engine::record_step(const SchedulerOutput& plan, const StepInput& input, double seconds) {
+int64_t Engine::count_step_k(const SchedulerOutput& plan, const StepInput& input) {
   int64_t step_k = -1;
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     if (plan.scheduled[i].is_prefill || input.num_samples[i] == 0) continue;
@@ -511,13 +518,10 @@ void Engine::record_step(const SchedulerOutput& plan, const StepInput& input, do
     by_k.resize(std::max<size_t>(by_k.size(), k + 1), 0);
     by_k[k] += 1;
   }
-  if (decode_only(plan)) {
-    policy_->costs().record_verify(plan.scheduled.size(), std::max<int64_t>(step_k, 0), input.query_start.back(),
-                                   context_tokens(plan), seconds);
-  }
-  if (step_k < 0) return;
+  if (step_k < 0) return step_k;
   std::lock_guard lock(stats_mutex_);
   stats_.spec.steps_by_k[step_k] += 1;
+  return step_k;
 }
 
 int64_t Engine::draft_budget(const Sequence& seq) const {

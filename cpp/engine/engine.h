@@ -149,16 +149,17 @@ class Engine {
   std::vector<RequestOutput> apply_samples(const SchedulerOutput& plan, const StepInput& input,
                                            std::vector<SampledSequence>& sampled, std::vector<int64_t>& first_pairs,
                                            std::vector<int64_t>& finished);
-  // Drafts the next step's tokens and, for a decode-only step, feeds the drafting time to the cost model.
-  void draft_next(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
-                  double sampled_at);
+  // Drafts the next step's tokens and, for a decode-only step, feeds the drafting time to the cost model;
+  // returns that time.
+  double draft_next(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
+                    double sampled_at);
   // Prompt logprobs of the prompt positions this step's prefill chunks computed (first time only).
   void gather_prompt_logprobs(const SchedulerOutput& plan, const StepInput& input);
   // Drafts of requests with a grammar, revised by the token masker (TokenMasker::revise_drafts).
   void revise_constrained_drafts(const std::vector<DraftRequest>& requests);
   void record_verification(Request& request, int64_t drafts, int64_t accepted);
-  // Counts the step's k and, for a decode-only step, feeds its verify time to the cost model.
-  void record_step(const SchedulerOutput& plan, const StepInput& input, double seconds);
+  // Counts the step's k (the most drafts a sampled sequence verifies; -1 where none samples) and returns it.
+  int64_t count_step_k(const SchedulerOutput& plan, const StepInput& input);
   DraftShape draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs);
   // The requests whose fill runs this step, each with its stashed positions to catch up; the others'
   // fills are deferred into the stash: those that take no drafts after a decode or verify step (a

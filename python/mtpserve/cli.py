@@ -36,7 +36,8 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--deferred_fill_positions", type=int, default=defaults["deferred_fill_positions"].default,
                         help="adaptive policy on one rank: a sequence given no drafts skips the MTP layer's cache fill "
                              "for up to this many positions and catches up when it drafts again (0: fill every "
-                             "step); default 64 on the CPU and 0 on GPUs and NPUs, where the deferral has not run yet")
+                             "step); default 64 on the CPU and 0 on GPUs and NPUs (on a GPU it slowed greedy decoding; it "
+                             "has not run on an NPU)")
     parser.add_argument("--batch_invariant", type=parse_bool, nargs="?", const=True,
                         default=defaults["batch_invariant"].default,
                         help="batch-invariant kernels: each token's result is bit-identical whatever else runs in "
