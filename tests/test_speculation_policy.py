@@ -207,18 +207,6 @@ def test_where_every_step_fills_a_sequence_whose_drafts_fail_retires_at_once():
     assert drafts[0] == 0 and drafts[1:] == [step_k] * 7 and retire == [True] + [False] * 7
 
 
-def test_where_every_step_fills_rare_accepts_do_not_keep_a_sequence_drafting():
-    """A verify row nearly free: one draft in ten accepted makes k = 1 beat k = 0 with its fill, but not k = 0
-    without it, which is what retiring saves."""
-    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
-    past_warmup(policy, candidates(8))
-    feed_costs(policy, 8, per_row=1e-6)
-    for seq_id in range(8):
-        for accepted in [1] * 2 + [0] * 18:
-            policy.record_acceptance(seq_id, 3, accepted)
-    assert policy.plan(candidates(8))[2] == [True] * 8
-
-
 def test_probes_skip_a_sequence_whose_drafts_fail():
     """Probes (one of these 50 plans) draft uniformly, but not for a sequence whose measured acceptance
     makes drafting not pay: that would only catch up its waiting positions."""

@@ -184,8 +184,7 @@ std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& 
 
 bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const {
   const auto n = static_cast<double>(seqs);
-  // Against k = 0 without a fill: what a sequence judged here costs once it no longer drafts (dropped or retired).
-  const Estimate base = estimate({seqs, 0, n, context, n, 0.0, 0});
+  const Estimate base = estimate({seqs, 0, n, context, n, fills(0) ? n : 0.0, 0});
   if (base.seconds <= 0) return true;  // no timings yet: no evidence that it does not pay
   double tokens = n;
   for (int64_t k = 1; k <= k_max_; ++k) {

@@ -140,8 +140,8 @@ class SpeculationPolicy {
   // had its measured acceptance (AcceptanceStats::measured), though it would with drafts that are always
   // accepted, in this batch (`always_pays`) or for the sequence alone in a step.
   std::vector<bool> failing(const std::vector<DraftCandidate>& candidates, const Load& load, bool always_pays) const;
-  // Whether some k >= 1 beats k = 0 without the MTP fill for a step of `seqs` sequences (`context` tokens in
-  // all) that all draft k with these reach probabilities.
+  // Whether some k >= 1 beats k = 0 for a step of `seqs` sequences (`context` tokens in all) that all draft
+  // k with these reach probabilities.
   bool drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const;
   // Drops drafts whose expected tokens are worth less than the time they add at `seconds_per_token`.
   void trim(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
