@@ -1,6 +1,5 @@
-"""A sequence whose drafts do not pay is retired from drafting once its stash of deferred MTP fills is full, or
-at once where every step fills (SpeculationPolicy's retire): its stash is dropped and it runs no MTP fill,
-catch-up or draft again. Output
+"""A sequence whose drafts do not pay is retired from drafting once its stash of deferred MTP fills is full
+(SpeculationPolicy's retire): its stash is dropped and it runs no MTP fill, catch-up or draft again. Output
 stays the k = 0 output; a sequence whose drafts are all accepted is never retired; the count shows per
 request and in /metrics."""
 import pytest
@@ -30,10 +29,10 @@ def wrong(outputs):
     return [(t + 1) % 512 for t in outputs]
 
 
-def retiring_llm(model_dir, deferred_fill_positions=4, **overrides):
-    """Stashes of 4 positions (or none): a sequence whose drafts fail retires within its first few dozen steps."""
+def retiring_llm(model_dir, **overrides):
+    """Stashes of 4 positions: a sequence whose drafts fail retires within its first few dozen steps."""
     return LLM(str(model_dir), **{**BASE, **overrides}, num_speculative_tokens=3, speculative_policy="adaptive",
-               deferred_fill_positions=deferred_fill_positions)
+               deferred_fill_positions=4)
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +44,9 @@ def expected(tiny_model_dir):
         llm.shutdown()
 
 
-@pytest.mark.parametrize("deferred", [4, 0])  # 0: every step fills
 @pytest.mark.parametrize("variant", ["chunked+prefix", "preempting-cache"])
-def test_rejected_drafts_retire_correct_ones_never_and_greedy_output_equals_k0(tiny_model_dir, expected, variant,
-                                                                               deferred):
-    llm = retiring_llm(tiny_model_dir, deferred, **VARIANTS[variant])
+def test_rejected_drafts_retire_correct_ones_never_and_greedy_output_equals_k0(tiny_model_dir, expected, variant):
+    llm = retiring_llm(tiny_model_dir, **VARIANTS[variant])
     try:
         # A fresh LLM numbers its requests "0", "1", ...: request 0 drafts its own output, the others wrong tokens.
         for i, out in enumerate(expected):

@@ -603,37 +603,36 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
 std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests, const std::vector<bool>& decoded,
                                               std::vector<bool>& unused, const std::vector<bool>& retiring,
                                               const std::vector<bool>& dropping, const std::vector<bool>& deferring) {
+  if (!stash_) return requests;
   std::vector<DraftRequest> filling;
   std::vector<bool> filling_unused;
   std::vector<int64_t> target_rows, stash_rows;
   for (size_t i = 0; i < requests.size(); ++i) {
     DraftRequest& r = requests[i];
     if (retiring[i]) continue;
-    if (stash_) {  // without one, every step fills
-      Request& request = requests_.at(r.seq->id);
-      const bool drafts = r.num_drafts > 0 && !unused[i];
-      // Until its acceptance is known, a sequence keeps filling: the fill's draft 1 measures it for free.
-      if (!drafts && deferring[i] && decoded[i] && policy_->acceptance().knows(r.seq->id)) {
-        auto row = stash_->push(r.seq->id, r.first_pair, r.num_pairs);
-        if (!row && dropping[i]) {
-          drop_stash(request);
-          row = stash_->push(r.seq->id, r.first_pair, r.num_pairs);
-        }
-        if (row) {
-          for (int64_t j = 0; j < r.num_pairs; ++j) {
-            target_rows.push_back(r.hidden_row + j);
-            stash_rows.push_back(*row + j);
-          }
-          r.seq->draft_tokens.clear();
-          continue;
-        }
-      }
-      // Drafting, or its stash is full: the fill catches up, unless what waits is dropped.
-      if (dropping[i]) {
+    Request& request = requests_.at(r.seq->id);
+    const bool drafts = r.num_drafts > 0 && !unused[i];
+    // Until its acceptance is known, a sequence keeps filling: the fill's draft 1 measures it for free.
+    if (!drafts && deferring[i] && decoded[i] && policy_->acceptance().knows(r.seq->id)) {
+      auto row = stash_->push(r.seq->id, r.first_pair, r.num_pairs);
+      if (!row && dropping[i]) {
         drop_stash(request);
-      } else {
-        r.stashed = stash_->take(r.seq->id);
+        row = stash_->push(r.seq->id, r.first_pair, r.num_pairs);
       }
+      if (row) {
+        for (int64_t j = 0; j < r.num_pairs; ++j) {
+          target_rows.push_back(r.hidden_row + j);
+          stash_rows.push_back(*row + j);
+        }
+        r.seq->draft_tokens.clear();
+        continue;
+      }
+    }
+    // Drafting, or its stash is full: the fill catches up, unless what waits is dropped.
+    if (dropping[i]) {
+      drop_stash(request);
+    } else {
+      r.stashed = stash_->take(r.seq->id);
     }
     filling.push_back(r);
     filling_unused.push_back(unused[i]);
@@ -658,9 +657,9 @@ void Engine::drop_stash(Request& request) {
 
 void Engine::retire(Request& request) {
   Sequence& seq = *request.seq;
-  if (!request.unfilled_from) request.unfilled_from = mtp_filled_until(seq);
+  if (!request.unfilled_from) request.unfilled_from = stash_->filled_until(seq.id, seq.num_computed_tokens);
   request.retired = true;
-  if (stash_) stash_->take(seq.id);
+  stash_->take(seq.id);
   seq.draft_tokens.clear();
   policy_->acceptance().forget(seq.id);
   request.spec.retired += 1;

@@ -58,9 +58,10 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
     if (estimated.step_k != bucket.chosen_k) bucket.probe_interval = kProbeInterval;
     bucket.chosen_k = estimated.step_k;
   }
+  if (fill_every_ == 1) return chosen;  // nothing is deferred: nothing waits, drops or retires
   // Sequences whose drafts fail take none, probes included (a probe would only catch them up), and
-  // retire: at once where every step fills, once their stash is full where fills wait. What waits for a
-  // sequence the estimate gives no drafts is dropped, not caught up.
+  // retire once their stash is full. What waits for a sequence the estimate gives no drafts is dropped,
+  // not caught up.
   const Load load = load_of(candidates, others);
   const bool always_pays = drafting_pays(load.seqs, load.context, std::vector<double>(k_max_ + 1, 1.0));
   const std::vector<bool> fail = failing(candidates, load, always_pays);
@@ -70,7 +71,7 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
     if (!fail[s]) continue;
     chosen.drafts[s] = 0;
     chosen.defer[s] = true;
-    chosen.retire[s] = fill_every_ == 1 || c.stashed >= fill_every_;
+    chosen.retire[s] = c.stashed >= fill_every_;
   }
   chosen.step_k = *std::max_element(chosen.drafts.begin(), chosen.drafts.end());
   return chosen;
@@ -168,8 +169,7 @@ std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& 
   const std::vector<double> always(k_max_ + 1, 1.0);
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
-    // Where fills wait, only a sequence that has deferred is judged: its fills are what retiring saves.
-    if (c.pinned || (fill_every_ > 1 && c.stashed == 0)) continue;
+    if (c.pinned || c.stashed == 0) continue;
     // Its own record, not leaning on the others': drafts that have always been accepted (or not been
     // tried) never fail.
     const std::vector<double> r = reach_of(acceptance_.measured(c.seq_id));

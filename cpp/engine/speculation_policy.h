@@ -21,16 +21,15 @@
 // (Priced as owing its fills, k = 0 lost to k = 1 at batch 64 on a CPU, where k = 1 ran 10% slower.)
 // Resuming drafting is not charged for the positions that wait (it catches them up): a one-time cost
 // set against one step's rate would hold a sequence whose drafts pay at k = 0 until its stash is dropped.
-// A sequence whose drafts fail - its own measured acceptance makes drafting not pay (the estimate
-// would choose k = 0 for a batch of sequences that all had it), where drafts that are always accepted
-// would pay (in this batch, or alone in a step: where they would not, the costs decide, not the
-// sequence) - takes no drafts, probes included (a probe would only catch it up), and is retired
-// (DraftPlan::retire): at once where every step fills (each fill measures its draft 1, so the record
-// grows while it waits), once its stash is full where fills wait (judged only after it has deferred).
-// The engine drops its stash and never fills or drafts for it again, so it stops paying the MTP
-// layer's fill and catch-ups (it does not resume drafting if the load falls later). Drafts that are
-// always accepted never fail. A retired sequence stays in the step (NonDrafting): its row and context
-// still count towards the step's costs.
+// A sequence whose fills wait (deferred) and whose drafts fail - its own measured acceptance makes
+// drafting not pay (the estimate would choose k = 0 for a batch of sequences that all had it), where
+// drafts that are always accepted would pay (in this batch, or alone in a step: where they would
+// not, the costs decide, not the sequence) - takes no drafts, probes included (a probe would only
+// catch it up), and is retired once its stash is full (DraftPlan::retire): the engine drops its
+// stash and never drafts for it again, so it stops paying the MTP layer's fill and catch-ups (it
+// does not resume drafting if the load falls later). Drafts that are always accepted never fail. A
+// retired sequence stays in the step (NonDrafting): its row and context still count towards the
+// step's costs.
 // For a sequence the estimate gives no drafts at the step's load (in the plan it chooses, on a probe step
 // too; so also wherever even drafts that are always accepted would not pay), catching up is insurance for a
 // load that may fall or an acceptance that may rise, paid on every full stash and every probe. The plan drops its
