@@ -52,6 +52,18 @@ def test_warmup_cycles_k_in_each_batch_size_bucket_and_probes_recur():
     assert probes == [(policy.probe_interval * (2 ** (p + 1) - 1) - 1, p + 1) for p in range(3)]
 
 
+def test_at_k0_with_deferred_fills_probes_keep_their_interval():
+    """Nothing between probes measures the drafting there: a stale estimate must not make probes rarer."""
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
+    batch = candidates(4)
+    past_warmup(policy, batch)
+    feed_costs(policy, 4, per_row=1e-3)
+    feed_acceptance(policy, 0, 0)
+    ks = [policy.plan(batch)[0] for _ in range(4 * policy.probe_interval)]
+    bursts = [policy.probe_interval * (p + 1) - K_MAX + j for p in range(4) for j in range(K_MAX)]
+    assert [i for i, k in enumerate(ks) if k != 0] == bursts
+
+
 def test_probes_keep_their_interval_while_another_k_is_estimated_close_to_the_choice():
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     batch = candidates(4)

@@ -1,6 +1,7 @@
 #include "engine/speculation_policy.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 namespace mtpserve {
@@ -33,31 +34,9 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   const int64_t i = bucket.plans++;
   const int64_t warmup = kWarmupRounds * (k_max_ + 1);
   if (i < warmup) return warmup_plan(candidates, i % (k_max_ + 1));
-  // Probes run the k's other than the last chosen one (that one is measured anyway): one per interval,
-  // in turn; all of them in a row where the drafting cost goes unmeasured between probes (k = 0
-  // with deferred fills), so that the first, which catches up, is followed by plain drafting steps.
-  const int64_t burst = bucket.chosen_k == 0 && fill_every_ > 1 ? k_max_ : 1;
-  const int64_t phase = bucket.since_probe++ - (bucket.probe_interval - burst);
   const Choice choice = best(candidates, reaches(candidates), others);
   const DraftPlan& estimated = choice.plan;
-  DraftPlan chosen = estimated;
-  if (phase >= 0) {
-    const int64_t k = burst > 1 ? phase % burst : bucket.probes % k_max_;
-    chosen = uniform(candidates, k < bucket.chosen_k ? k : k + 1);
-    for (size_t s = 0; s < candidates.size(); ++s) chosen.defer[s] = chosen.drafts[s] == 0 && estimated.drafts[s] == 0;
-    if (phase >= burst - 1) {
-      bucket.since_probe = 0;
-      ++bucket.probes;
-      bucket.judging = true;
-    }
-  } else {
-    if (bucket.judging) {  // the first estimate with the probes' measurements in it
-      bucket.probe_interval = choice.clear ? std::min(2 * bucket.probe_interval, kMaxProbeInterval) : kProbeInterval;
-      bucket.judging = false;
-    }
-    if (estimated.step_k != bucket.chosen_k) bucket.probe_interval = kProbeInterval;
-    bucket.chosen_k = estimated.step_k;
-  }
+  DraftPlan chosen = probe(bucket, candidates, choice).value_or(estimated);
   if (fill_every_ == 1) return chosen;  // nothing is deferred: nothing waits, drops or retires
   // Sequences whose drafts fail take none, probes included (a probe would only catch them up), and
   // retire once their stash is full. What waits for a sequence the estimate gives no drafts is dropped,
@@ -75,6 +54,38 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   }
   chosen.step_k = *std::max_element(chosen.drafts.begin(), chosen.drafts.end());
   return chosen;
+}
+
+std::optional<DraftPlan> SpeculationPolicy::probe(Bucket& bucket, const std::vector<DraftCandidate>& candidates,
+                                                  const Choice& choice) const {
+  // Probes run the k's other than the last chosen one (that one is measured anyway): one per interval,
+  // in turn; all of them in a row where the drafting cost goes unmeasured between probes (k = 0
+  // with deferred fills), so that the first, which catches up, is followed by plain drafting steps.
+  const int64_t burst = bucket.chosen_k == 0 && fill_every_ > 1 ? k_max_ : 1;
+  const int64_t phase = bucket.since_probe++ - (bucket.probe_interval - burst);
+  const DraftPlan& estimated = choice.plan;
+  if (phase < 0) {
+    if (bucket.judging) {  // the first estimate with the probes' measurements in it
+      // At k = 0 with deferred fills the steps between probes measure nothing of the drafting (neither its
+      // cost nor its acceptance): there the probes keep their pace whatever the estimate says.
+      const bool measured_between = estimated.step_k > 0 || fill_every_ == 1;
+      bucket.probe_interval = choice.clear && measured_between ? std::min(2 * bucket.probe_interval, kMaxProbeInterval)
+                                                               : kProbeInterval;
+      bucket.judging = false;
+    }
+    if (estimated.step_k != bucket.chosen_k) bucket.probe_interval = kProbeInterval;
+    bucket.chosen_k = estimated.step_k;
+    return std::nullopt;
+  }
+  const int64_t k = burst > 1 ? phase % burst : bucket.probes % k_max_;
+  DraftPlan plan = uniform(candidates, k < bucket.chosen_k ? k : k + 1);
+  for (size_t s = 0; s < candidates.size(); ++s) plan.defer[s] = plan.drafts[s] == 0 && estimated.drafts[s] == 0;
+  if (phase >= burst - 1) {
+    bucket.since_probe = 0;
+    ++bucket.probes;
+    bucket.judging = true;
+  }
+  return plan;
 }
 
 DraftPlan SpeculationPolicy::warmup_plan(const std::vector<DraftCandidate>& candidates, int64_t k) const {

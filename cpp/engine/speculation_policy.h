@@ -10,7 +10,8 @@
 // kProbeInterval-th step at a cycled k other than the one it chose last, so that a cost or an
 // acceptance it has stopped observing cannot go stale (and the cost model lets a probe's fresh
 // timing outweigh the stale ones: StepCostModel forgets per step, not per sample). Where the probes
-// keep finding the choice clearly right, they grow rarer (each doubles the interval, to 16 times the first):
+// keep finding the choice clearly right, they grow rarer (each doubles the interval, to 16 times the first;
+// not at k = 0 with deferred fills, where nothing between probes measures the drafting):
 // where drafts are rejected, a burst of k = 1..3 costs about three steps' worth of tokens at batch 1 on a
 // CPU (their step costs against k = 0's), some 6% of the steps at one burst per 50. A change of choice
 // (a drift in cost or acceptance, seen in the steps the policy does run) brings them back to every
@@ -39,6 +40,7 @@
 // (Drafts that are always accepted are not the test: on a CPU at batch 64 they sit at the break-even, so
 // the test rarely held there, while the estimate gave most sequences no drafts on 80-90% of the steps.)
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "engine/acceptance_stats.h"
@@ -167,6 +169,10 @@ class SpeculationPolicy {
     int64_t probes = 0;       // probe intervals completed: which k the next single probe takes
     bool judging = false;     // a probe just ended: the next estimate sets the interval
   };
+  // The probe plan where the bucket's schedule is due one (see above); otherwise none, and the bucket's
+  // chosen k and probe interval follow `choice`.
+  std::optional<DraftPlan> probe(Bucket& bucket, const std::vector<DraftCandidate>& candidates,
+                                 const Choice& choice) const;
   std::vector<Bucket> buckets_;  // per batch-size bucket
   int64_t forced_plans_ = 0;
 };
