@@ -356,7 +356,7 @@ bool Engine::step() {
     const double launched_at = timer_->seconds();
     std::vector<SampledSequence> sampled = sample(input, plan, logits);
     const int64_t step_k = policy_ ? count_step_k(plan, input) : -1;
-    const int64_t context = context_tokens(plan);
+    const int64_t context = policy_ ? context_tokens(plan) : 0;
 
     std::vector<int64_t> first_pairs, finished;  // finished requests are dropped once the step is done
     std::vector<RequestOutput> outputs = apply_samples(plan, input, sampled, first_pairs, finished);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "engine/host_columns.h"
 #include "kernels/kernel_ops.h"
 
 namespace mtpserve {
@@ -81,12 +82,8 @@ void ModelRunner::allocate_stash(int64_t rows) {
 
 void ModelRunner::stash_hidden(const std::vector<int64_t>& target_rows, const std::vector<int64_t>& stash_rows) {
   if (target_rows.empty()) return;
-  const auto n = static_cast<int64_t>(target_rows.size());
-  // Pinned on a GPU: a copy from pageable memory would wait for the step's kernels.
-  auto host = at::empty({2 * n}, at::TensorOptions(at::kLong).pinned_memory(device_.is_cuda()));
-  std::ranges::copy(stash_rows, std::ranges::copy(target_rows, host.data_ptr<int64_t>()).out);
-  const auto rows = host.to(device_, /*non_blocking=*/true);
-  stash_.index_copy_(0, rows.narrow(0, n, n), target_hidden_.index_select(0, rows.narrow(0, 0, n)));
+  const auto rows = to_device<int64_t>({&target_rows, &stash_rows}, at::kLong, device_);
+  stash_.index_copy_(0, rows[1], target_hidden_.index_select(0, rows[0]));
 }
 
 at::Tensor ModelRunner::catch_up_sources(const at::Tensor& rows) const {

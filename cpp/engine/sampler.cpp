@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "engine/host_columns.h"
 #include "engine/token_masks.h"
 
 namespace mtpserve {
@@ -75,25 +76,6 @@ HostBatch collect(const std::vector<SampleRequest>& requests, int64_t rows, int6
     b.greedy.push_back(p.greedy());
   }
   return b;
-}
-
-// Concatenates host columns into one (pinned, on a GPU) buffer, copies it once and returns views.
-template <typename T>
-std::vector<at::Tensor> to_device(const std::vector<const std::vector<T>*>& columns, at::ScalarType dtype,
-                                  const at::Device& device) {
-  int64_t total = 0;
-  for (const auto* c : columns) total += static_cast<int64_t>(c->size());
-  auto host = at::empty({total}, at::TensorOptions(dtype).pinned_memory(device.is_cuda()));
-  T* dst = host.data_ptr<T>();
-  for (const auto* c : columns) dst = std::copy(c->begin(), c->end(), dst);
-  auto buffer = host.to(device, /*non_blocking=*/true);
-  std::vector<at::Tensor> views;
-  int64_t offset = 0;
-  for (const auto* c : columns) {
-    views.push_back(buffer.narrow(0, offset, static_cast<int64_t>(c->size())));
-    offset += static_cast<int64_t>(c->size());
-  }
-  return views;
 }
 
 }  // namespace
