@@ -1,7 +1,8 @@
 """A sequence whose drafts do not pay is retired from drafting once its stash of deferred MTP fills is full
-(SpeculationPolicy's retire): its stash is dropped and it runs no MTP fill, catch-up or draft again. Output
-stays the k = 0 output; a sequence whose drafts are all accepted is never retired; the count shows per
-request and in /metrics."""
+(SpeculationPolicy's retire): its stash is dropped and it runs no MTP fill, catch-up or draft again. Where
+every step fills (no stash: a GPU's default) the sequences retire together, once every one's drafts have
+failed for a while. Output stays the k = 0 output; a sequence whose drafts are all accepted is never
+retired; the count shows per request and in /metrics."""
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -30,9 +31,10 @@ def wrong(outputs):
 
 
 def retiring_llm(model_dir, **overrides):
-    """Stashes of 4 positions: a sequence whose drafts fail retires within its first few dozen steps."""
-    return LLM(str(model_dir), **{**BASE, **overrides}, num_speculative_tokens=3, speculative_policy="adaptive",
-               deferred_fill_positions=4)
+    """Stashes of 4 positions (unless overridden): a sequence whose drafts fail retires within its first few dozen
+    steps."""
+    return LLM(str(model_dir), **{**BASE, "deferred_fill_positions": 4, **overrides}, num_speculative_tokens=3,
+               speculative_policy="adaptive")
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +65,45 @@ def test_rejected_drafts_retire_correct_ones_never_and_greedy_output_equals_k0(t
         llm.shutdown()
 
 
-def test_a_retired_sequence_writes_no_mtp_row_after_it_retires():
+@pytest.mark.parametrize("variant", ["chunked+prefix", "preempting-cache"])
+def test_where_every_step_fills_rejected_drafts_retire_together_and_greedy_output_equals_k0(tiny_model_dir,
+                                                                                          expected, variant):
+    llm = retiring_llm(tiny_model_dir, **VARIANTS[variant], deferred_fill_positions=0)
+    try:
+        for i, out in enumerate(expected):
+            llm.core.engine.override_drafts(str(i), wrong(out))
+        outs = llm.generate(BATCHES[4], LONG)
+        assert tokens(outs) == expected
+        retired = [o.metrics.retired_from_drafting for o in outs]
+        assert all(r >= 1 for r in retired), retired
+        assert llm.stats().spec.retired == sum(retired) and llm.stats().fill_skipped_steps > 0
+    finally:
+        llm.shutdown()
+
+
+def test_where_every_step_fills_no_sequence_retires_while_one_drafts_well(tiny_model_dir):
+    """Request 0's drafts are all accepted and it outlives the others (200 tokens at up to 4 a step against 40
+    at 1): its fill runs for the batch anyway, so retiring the others would save nothing."""
+    params = [SamplingParams(temperature=0, max_tokens=n, ignore_eos=True) for n in (200, 40, 40, 40)]
+    plain = LLM(str(tiny_model_dir), **BASE)
+    try:
+        expected = tokens(plain.generate(BATCHES[4], params))
+    finally:
+        plain.shutdown()
+    llm = retiring_llm(tiny_model_dir, deferred_fill_positions=0)
+    try:
+        for i, out in enumerate(expected):
+            llm.core.engine.override_drafts(str(i), out if i == 0 else wrong(out))
+        outs = llm.generate(BATCHES[4], params)
+        assert tokens(outs) == expected
+        assert [o.metrics.retired_from_drafting for o in outs] == [0] * 4
+        assert llm.stats().spec.retired == llm.stats().fill_skipped_steps == 0
+    finally:
+        llm.shutdown()
+
+
+@pytest.mark.parametrize("deferred", [4, 0], ids=["stash-full", "every-step-fills"])
+def test_a_retired_sequence_writes_no_mtp_row_after_it_retires(deferred):
     """The MTP cache starts zeroed: a row that stays zero was never written by a fill, catch-up or draft."""
     model = load_model(DEFAULT_MODEL, dtype="float32")
     prompt, max_tokens = BATCHES[1][0], 120
@@ -72,7 +112,7 @@ def test_a_retired_sequence_writes_no_mtp_row_after_it_retires():
         expected, _ = generate(plain, "r", prompt, max_tokens)
     finally:
         plain.shutdown()
-    engine, _, mtp_cache = make_engine(model, [], 4)  # the policy's own choices
+    engine, _, mtp_cache = make_engine(model, [], deferred)  # the policy's own choices
     try:
         engine.override_drafts("r", wrong(expected))
         out, spec = generate(engine, "r", prompt, max_tokens)
@@ -83,7 +123,8 @@ def test_a_retired_sequence_writes_no_mtp_row_after_it_retires():
     assert spec.retired == stats.spec.retired == 1
     written = mtp_cache.view(-1, mtp_cache.shape[-1])[:len(prompt) + max_tokens].abs().sum(-1).gt(0)
     assert written[:len(prompt)].all()  # the prefill's fill
-    # Retired within its first 40 tokens (warm-up, then a full stash of 4): nothing written past there.
+    # Retired within its first 40 tokens (warm-up, then a full stash of 4 or a streak of failed drafts): nothing
+    # written past there.
     assert written[len(prompt):len(prompt) + 16].any() and not written[len(prompt) + 40:].any()
 
 

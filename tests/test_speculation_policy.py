@@ -210,6 +210,29 @@ def test_a_full_stash_retires_a_sequence_whose_drafts_do_not_pay_and_no_other():
     assert policy.plan([(0, K_MAX, 100, True, 64)] + full[1:])[2] == [False] * 8
 
 
+def test_where_every_step_fills_sequences_retire_together_after_a_streak_of_failed_drafts():
+    """fill_every = 1 (a GPU's default): nothing is stashed, so no stash fills up. Once every candidate's drafts
+    have failed retire_streak plans in a row, all retire together and the fill stops; while one sequence's
+    drafts pay, or one's own acceptance is not known yet, none retires (the fill runs for the batch anyway)."""
+    def policy_with(accepted_of_3):
+        policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+        past_warmup(policy, candidates(8))
+        feed_costs(policy, 8, per_row=2e-5)
+        for seq_id, accepted in enumerate(accepted_of_3):
+            feed_acceptance(policy, seq_id, accepted, times=20)
+        return policy
+
+    streak = _C.SpeculationPolicy.retire_streak
+    policy = policy_with([0] * 8)
+    plans = [policy.plan(candidates(8)) for _ in range(streak)]
+    assert [any(retire) for _, _, retire, _, _ in plans] == [False] * (streak - 1) + [True]
+    assert plans[-1][:3] == (0, [0] * 8, [True] * 8)
+    mixed = policy_with([0] * 7 + [3])
+    assert not any(any(mixed.plan(candidates(8))[2]) for _ in range(3 * streak))
+    unknown = policy_with([0] * 7)  # sequence 7 has no record of its own
+    assert not any(any(unknown.plan(candidates(8))[2]) for _ in range(3 * streak))
+
+
 def test_probes_skip_a_sequence_whose_drafts_fail():
     """Probes (one of these 50 plans) draft uniformly, but not for a sequence whose measured acceptance
     makes drafting not pay: that would only catch up its waiting positions."""

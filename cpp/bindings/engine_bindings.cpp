@@ -64,6 +64,7 @@ void bind_policy(py::module_& m) {
            py::arg("fill_every") = 1)
       .def_property_readonly_static("warmup_rounds", [](py::object) { return SpeculationPolicy::kWarmupRounds; })
       .def_property_readonly_static("probe_interval", [](py::object) { return SpeculationPolicy::kProbeInterval; })
+      .def_property_readonly_static("retire_streak", [](py::object) { return SpeculationPolicy::kRetireStreak; })
       .def(
           "plan",
           [](SpeculationPolicy& p, const std::vector<std::tuple<int64_t, int64_t, int64_t, bool, int64_t>>& candidates,

@@ -330,13 +330,11 @@ bool Engine::step() {
   if (!plan.preempted.empty()) {
     // A preempted sequence recomputes its prompt and outputs, filling the MTP cache anew: its holes close,
     // and a retired one may draft again.
-    if (stash_) {
-      for (const Sequence* seq : plan.preempted) {
-        stash_->take(seq->id);
-        Request& request = requests_.at(seq->id);
-        request.unfilled_from.reset();
-        request.retired = false;
-      }
+    for (const Sequence* seq : plan.preempted) {
+      if (stash_) stash_->take(seq->id);
+      Request& request = requests_.at(seq->id);
+      request.unfilled_from.reset();
+      request.retired = false;
     }
     std::lock_guard lock(stats_mutex_);
     stats_.preemptions += plan.preempted.size();
@@ -563,7 +561,7 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
     dropping[candidate_request[c]] = chosen.drop[c];
     deferring[candidate_request[c]] = chosen.defer[c];
     if (chosen.retire[c]) {
-      retire(requests_.at(r.seq->id));
+      retire(requests_.at(r.seq->id), r.first_pair);
       retiring[candidate_request[c]] = true;
       continue;
     }
@@ -603,7 +601,6 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
 std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests, const std::vector<bool>& decoded,
                                               std::vector<bool>& unused, const std::vector<bool>& retiring,
                                               const std::vector<bool>& dropping, const std::vector<bool>& deferring) {
-  if (!stash_) return requests;
   std::vector<DraftRequest> filling;
   std::vector<bool> filling_unused;
   std::vector<int64_t> target_rows, stash_rows;
@@ -613,7 +610,7 @@ std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests
     Request& request = requests_.at(r.seq->id);
     const bool drafts = r.num_drafts > 0 && !unused[i];
     // Until its acceptance is known, a sequence keeps filling: the fill's draft 1 measures it for free.
-    if (!drafts && deferring[i] && decoded[i] && policy_->acceptance().knows(r.seq->id)) {
+    if (!drafts && stash_ && deferring[i] && decoded[i] && policy_->acceptance().knows(r.seq->id)) {
       auto row = stash_->push(r.seq->id, r.first_pair, r.num_pairs);
       if (!row && dropping[i]) {
         drop_stash(request);
@@ -628,10 +625,11 @@ std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests
         continue;
       }
     }
-    // Drafting, or its stash is full: the fill catches up, unless what waits is dropped.
-    if (dropping[i]) {
+    // Drafting, or its stash is full: the fill catches up, unless what waits is dropped (without a stash
+    // every step fills: nothing waits).
+    if (stash_ && dropping[i]) {
       drop_stash(request);
-    } else {
+    } else if (stash_) {
       r.stashed = stash_->take(r.seq->id);
     }
     filling.push_back(r);
@@ -655,11 +653,11 @@ void Engine::drop_stash(Request& request) {
   stats_.dropped_positions += dropped.count;
 }
 
-void Engine::retire(Request& request) {
+void Engine::retire(Request& request, int64_t first_pair) {
   Sequence& seq = *request.seq;
-  if (!request.unfilled_from) request.unfilled_from = stash_->filled_until(seq.id, seq.num_computed_tokens);
+  if (!request.unfilled_from) request.unfilled_from = stash_ ? stash_->filled_until(seq.id, first_pair) : first_pair;
   request.retired = true;
-  stash_->take(seq.id);
+  if (stash_) stash_->take(seq.id);
   seq.draft_tokens.clear();
   policy_->acceptance().forget(seq.id);
   request.spec.retired += 1;

@@ -174,8 +174,9 @@ class Engine {
                                         const std::vector<bool>& dropping, const std::vector<bool>& deferring);
   // Drops the request's stashed positions: their MTP fill never runs.
   void drop_stash(Request& request);
-  // Drops the request's stash and stops its fills and drafts for good (SpeculationPolicy's retire).
-  void retire(Request& request);
+  // Drops the request's stash and stops its fills and drafts for good (SpeculationPolicy's retire), from
+  // `first_pair` (this step's first position) on.
+  void retire(Request& request, int64_t first_pair);
   // The first position of `seq` whose MTP cache row is not written (its fill is deferred, or was dropped).
   int64_t mtp_filled_until(const Sequence& seq) const;
   int64_t draft_budget(const Sequence& seq) const;
