@@ -210,14 +210,14 @@ def test_a_full_stash_retires_a_sequence_whose_drafts_do_not_pay_and_no_other():
     assert policy.plan([(0, K_MAX, 100, True, 64)] + full[1:])[2] == [False] * 8
 
 
-def test_where_every_step_fills_sequences_retire_together_after_a_streak_of_failed_drafts():
-    """fill_every = 1 (a GPU's default): nothing is stashed, so no stash fills up. Once every candidate's drafts
-    have failed retire_streak plans in a row, all retire together and the fill stops; while one sequence's
-    drafts pay, or one's own acceptance is not known yet, none retires (the fill runs for the batch anyway)."""
-    def policy_with(accepted_of_3):
+def test_where_every_step_fills_sequences_retire_after_a_streak_of_plans_that_do_not_pay():
+    """fill_every = 1 (a GPU's default): nothing is stashed, so no stash fills up. Where the plan the estimate
+    favours is priced below k = 0 without any fill, each sequence whose own acceptance is known counts a failed
+    plan; retire_streak in a row retire it. Where one sequence's drafts pay for the batch, none counts."""
+    def policy_with(accepted_of_3, **costs):
         policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
         past_warmup(policy, candidates(8))
-        feed_costs(policy, 8, per_row=2e-5)
+        feed_costs(policy, 8, per_row=2e-5, **costs)
         for seq_id, accepted in enumerate(accepted_of_3):
             feed_acceptance(policy, seq_id, accepted, times=20)
         return policy
@@ -227,10 +227,13 @@ def test_where_every_step_fills_sequences_retire_together_after_a_streak_of_fail
     plans = [policy.plan(candidates(8)) for _ in range(streak)]
     assert [any(retire) for _, _, retire, _, _ in plans] == [False] * (streak - 1) + [True]
     assert plans[-1][:3] == (0, [0] * 8, [True] * 8)
-    mixed = policy_with([0] * 7 + [3])
+    unknown = policy_with([0] * 7)  # sequence 7 has no record of its own yet
+    assert [unknown.plan(candidates(8)) for _ in range(streak)][-1][2] == [True] * 7 + [False]
+    cheap = dict(draft_fixed=2e-5, per_recursion=2e-5)  # one sequence's accepted drafts pay for the fill
+    mixed = policy_with([0] * 7 + [3], **cheap)
     assert not any(any(mixed.plan(candidates(8))[2]) for _ in range(3 * streak))
-    unknown = policy_with([0] * 7)  # sequence 7 has no record of its own
-    assert not any(any(unknown.plan(candidates(8))[2]) for _ in range(3 * streak))
+    rejected = policy_with([0] * 8, **cheap)
+    assert any(any(rejected.plan(candidates(8))[2]) for _ in range(streak))
 
 
 def test_probes_skip_a_sequence_whose_drafts_fail():

@@ -34,19 +34,20 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   const int64_t i = bucket.plans++;
   const int64_t warmup = kWarmupRounds * (k_max_ + 1);
   if (i < warmup) return warmup_plan(candidates, i % (k_max_ + 1));
-  const Choice choice = best(candidates, reaches(candidates), others);
+  const auto reach = reaches(candidates);
+  const Choice choice = best(candidates, reach, others);
   const DraftPlan& estimated = choice.plan;
   DraftPlan chosen = probe(bucket, candidates, choice).value_or(estimated);
-  const Load load = load_of(candidates, others);
-  const bool always_pays = drafting_pays(load.seqs, load.context, std::vector<double>(k_max_ + 1, 1.0));
-  const std::vector<bool> fail = failing(candidates, load, always_pays);
   if (fill_every_ == 1) {  // nothing is deferred: nothing waits or drops
-    retire_together(candidates, fail, chosen);
+    retire_by_batch(candidates, reach, others, estimated, chosen);
     return chosen;
   }
   // Sequences whose drafts fail take none, probes included (a probe would only catch them up), and
   // retire once their stash is full. What waits for a sequence the estimate gives no drafts is dropped,
   // not caught up.
+  const Load load = load_of(candidates, others);
+  const bool always_pays = drafting_pays(load.seqs, load.context, std::vector<double>(k_max_ + 1, 1.0));
+  const std::vector<bool> fail = failing(candidates, load, always_pays);
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
     chosen.drop[s] = c.stashed > 0 && !c.pinned && estimated.drafts[s] == 0;
@@ -59,20 +60,27 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   return chosen;
 }
 
-void SpeculationPolicy::retire_together(const std::vector<DraftCandidate>& candidates, const std::vector<bool>& fail,
-                                        DraftPlan& plan) {
-  std::unordered_map<int64_t, int64_t> streaks;  // only the candidates': a finished sequence's entry goes
-  bool all = true;
+void SpeculationPolicy::retire_by_batch(const std::vector<DraftCandidate>& candidates,
+                                        const std::vector<std::vector<double>>& reach, const NonDrafting& others,
+                                        const DraftPlan& estimated, DraftPlan& plan) {
+  const Load load = load_of(candidates, others);
+  const auto n = static_cast<double>(load.seqs);
+  const Estimate unfilled = estimate({load.seqs, 0, n, load.context, n, 0.0, 0});
+  const Estimate drafting = estimate(candidates, reach, others, estimated);
+  const bool fails = unfilled.seconds > 0 && unfilled.tokens * drafting.seconds > drafting.tokens * unfilled.seconds;
+  std::unordered_map<int64_t, int64_t> streaks;  // the candidates' only: a finished sequence's goes
   for (size_t s = 0; s < candidates.size(); ++s) {
-    const auto it = failing_streak_.find(candidates[s].seq_id);
-    const int64_t streak = fail[s] ? (it == failing_streak_.end() ? 0 : it->second) + 1 : 0;
-    streaks[candidates[s].seq_id] = streak;
-    all = all && streak >= kRetireStreak;
+    const DraftCandidate& c = candidates[s];
+    const auto it = failing_streak_.find(c.seq_id);
+    const bool counts = fails && !c.pinned && acceptance_.knows(c.seq_id);
+    const int64_t streak = counts ? (it == failing_streak_.end() ? 0 : it->second) + 1 : 0;
+    streaks[c.seq_id] = streak;
+    if (streak < kRetireStreak) continue;
+    plan.drafts[s] = 0;
+    plan.retire[s] = true;
   }
   failing_streak_ = std::move(streaks);
-  if (!all) return;
-  plan = uniform(candidates, 0);
-  plan.retire.assign(candidates.size(), true);
+  plan.step_k = *std::max_element(plan.drafts.begin(), plan.drafts.end());
 }
 
 std::optional<DraftPlan> SpeculationPolicy::probe(Bucket& bucket, const std::vector<DraftCandidate>& candidates,
@@ -199,7 +207,7 @@ std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& 
   const std::vector<double> always(k_max_ + 1, 1.0);
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
-    if (c.pinned || !acceptance_.knows(c.seq_id) || (fill_every_ > 1 && c.stashed == 0)) continue;
+    if (c.pinned || c.stashed == 0) continue;
     // Its own record, not leaning on the others': drafts that have always been accepted (or not been
     // tried) never fail.
     const std::vector<double> r = reach_of(acceptance_.measured(c.seq_id));
@@ -214,7 +222,7 @@ std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& 
 
 bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const {
   const auto n = static_cast<double>(seqs);
-  const Estimate base = estimate({seqs, 0, n, context, n, 0.0, 0});
+  const Estimate base = estimate({seqs, 0, n, context, n, fills(0) ? n : 0.0, 0});
   if (base.seconds <= 0) return true;  // no timings yet: no evidence that it does not pay
   double tokens = n;
   for (int64_t k = 1; k <= k_max_; ++k) {

@@ -40,14 +40,15 @@
 // (Drafts that are always accepted are not the test: on a CPU at batch 64 they sit at the break-even, so
 // the test rarely held there, while the estimate gave most sequences no drafts on 80-90% of the steps.)
 // Where every step fills (fill_every = 1: a GPU by default) nothing waits, so nothing is dropped and no
-// stash fills up; the fill of a sequence that takes no drafts is paid each step. There the sequences retire
-// together: once every candidate's drafts have failed (as above, its own acceptance known) on
-// kRetireStreak plans in a row, all of them retire, and a step of retired sequences runs no MTP forward
-// (on the H100 at temperature 1.5 the fill alone held k = 0 at 0.8x of a model without MTP). Not one by
-// one: while any sequence still drafts the fill runs anyway (one graph for the batch), and retiring a
-// sequence whose drafts pay at that marginal cost lost it its drafts for nothing (a greedy GPU sweep
-// fell from 5 of 8 to 2 of 8 concurrencies within 0.95x of the best fixed k when each retired alone,
-// on its first few measured drafts). The streak asks for a sustained failure, not a few bad drafts.
+// stash fills up; the fill of a sequence given no drafts is paid each step, and k = 0 costs more than a
+// model without MTP (on the H100 at temperature 1.5 filling every step held k = 0 at 0.8x of one). There
+// sequences retire by the batch's measure: where the estimate prices the plan it favours below a step of
+// k = 0 without any fill, each sequence whose own acceptance is known counts a failed plan, and one with
+// kRetireStreak in a row retires. The batch as a whole, not each sequence against its own break-even:
+// while any sequence still drafts the fill runs anyway (one graph for the batch), and retiring a sequence
+// whose drafts pay at that marginal cost lost it its drafts for nothing (a greedy GPU sweep fell from 5 of
+// 8 to 2 of 8 concurrencies within 0.95x of the best fixed k when each retired on its own break-even,
+// after its first few measured drafts). The streak asks for a sustained failure, not a few bad drafts.
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
@@ -100,7 +101,7 @@ class SpeculationPolicy {
   // on a shared CPU move by 5-10% from step to step, and the acceptance of a position the chosen k does
   // not draft rests on the probes' few samples.
   static constexpr double kProbeMargin = 0.1;
-  // Where every step fills: the plans in a row on which every candidate's drafts fail before all retire.
+  // Where every step fills: the failed plans in a row after which a sequence retires (see above).
   static constexpr int64_t kRetireStreak = 8;
 
   // fill_every: 1 where every step fills; else the most steps a fill is deferred by.
@@ -149,16 +150,17 @@ class SpeculationPolicy {
   std::vector<std::vector<double>> reaches(const std::vector<DraftCandidate>& candidates) const;
   Choice best(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
               const NonDrafting& others) const;
-  // Per candidate: its own acceptance is known (with deferred fills: its fills wait), and drafting does not
-  // pay in a batch of sequences that all had its measured acceptance (AcceptanceStats::measured), though it would with drafts that are always
+  // Per candidate: its fills wait (deferred), and drafting does not pay in a batch of sequences that all
+  // had its measured acceptance (AcceptanceStats::measured), though it would with drafts that are always
   // accepted, in this batch (`always_pays`) or for the sequence alone in a step.
   std::vector<bool> failing(const std::vector<DraftCandidate>& candidates, const Load& load, bool always_pays) const;
   // Whether some k >= 1 beats k = 0 for a step of `seqs` sequences (`context` tokens in all) that all draft
   // k with these reach probabilities.
-  // Judged against k = 0 without MTP (no fill): what retiring the sequences would save.
   bool drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const;
-  // Where every step fills: retires every candidate once each has failed kRetireStreak plans in a row.
-  void retire_together(const std::vector<DraftCandidate>& candidates, const std::vector<bool>& fail, DraftPlan& plan);
+  // Where every step fills: counts the candidates' failed plans (the `estimated` plan priced below k = 0
+  // without a fill) and retires those with kRetireStreak in a row (see above).
+  void retire_by_batch(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
+                       const NonDrafting& others, const DraftPlan& estimated, DraftPlan& plan);
   // Drops drafts whose expected tokens are worth less than the time they add at `seconds_per_token`.
   void trim(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
             double seconds_per_token, int64_t num_seqs, DraftPlan& plan) const;
