@@ -212,8 +212,8 @@ def test_a_full_stash_retires_a_sequence_whose_drafts_do_not_pay_and_no_other():
 
 def test_where_every_step_fills_sequences_retire_after_a_streak_of_plans_that_do_not_pay():
     """fill_every = 1 (a GPU's default): nothing is stashed, so no stash fills up. Where the plan the estimate
-    favours is priced below k = 0 without any fill, each sequence whose own acceptance is known counts a failed
-    plan; retire_streak in a row retire it. Where one sequence's drafts pay for the batch, none counts."""
+    favours is priced below k = 0 without any fill, each sequence counts a failed plan; retire_streak in a row
+    retire it once its own acceptance is known. Where one sequence's drafts pay for the batch, none counts."""
     def policy_with(accepted_of_3, **costs):
         policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
         past_warmup(policy, candidates(8))
@@ -229,6 +229,8 @@ def test_where_every_step_fills_sequences_retire_after_a_streak_of_plans_that_do
     assert plans[-1][:3] == (0, [0] * 8, [True] * 8)
     unknown = policy_with([0] * 7)  # sequence 7 has no record of its own yet
     assert [unknown.plan(candidates(8)) for _ in range(streak)][-1][2] == [True] * 7 + [False]
+    feed_acceptance(unknown, 7, 0, times=8)  # now it has: its streak has run on meanwhile
+    assert unknown.plan(candidates(8))[2] == [True] * 8
     cheap = dict(draft_fixed=2e-5, per_recursion=2e-5)  # one sequence's accepted drafts pay for the fill
     mixed = policy_with([0] * 7 + [3], **cheap)
     assert not any(any(mixed.plan(candidates(8))[2]) for _ in range(3 * streak))

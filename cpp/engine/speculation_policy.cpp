@@ -72,10 +72,9 @@ void SpeculationPolicy::retire_by_batch(const std::vector<DraftCandidate>& candi
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
     const auto it = failing_streak_.find(c.seq_id);
-    const bool counts = fails && !c.pinned && acceptance_.knows(c.seq_id);
-    const int64_t streak = counts ? (it == failing_streak_.end() ? 0 : it->second) + 1 : 0;
+    const int64_t streak = fails && !c.pinned ? (it == failing_streak_.end() ? 0 : it->second) + 1 : 0;
     streaks[c.seq_id] = streak;
-    if (streak < kRetireStreak) continue;
+    if (streak < kRetireStreak || !acceptance_.knows(c.seq_id)) continue;
     plan.drafts[s] = 0;
     plan.retire[s] = true;
   }

@@ -43,8 +43,8 @@
 // stash fills up; the fill of a sequence given no drafts is paid each step, and k = 0 costs more than a
 // model without MTP (on the H100 at temperature 1.5 filling every step held k = 0 at 0.8x of one). There
 // sequences retire by the batch's measure: where the estimate prices the plan it favours below a step of
-// k = 0 without any fill, each sequence whose own acceptance is known counts a failed plan, and one with
-// kRetireStreak in a row retires. The batch as a whole, not each sequence against its own break-even:
+// k = 0 without any fill, each sequence counts a failed plan, and one with kRetireStreak in a row retires
+// once its own acceptance is known (a new sequence leans on the engine-wide one). The batch as a whole, not each sequence against its own break-even:
 // while any sequence still drafts the fill runs anyway (one graph for the batch), and retiring a sequence
 // whose drafts pay at that marginal cost lost it its drafts for nothing (a greedy GPU sweep fell from 5 of
 // 8 to 2 of 8 concurrencies within 0.95x of the best fixed k when each retired on its own break-even,
@@ -102,7 +102,7 @@ class SpeculationPolicy {
   // not draft rests on the probes' few samples.
   static constexpr double kProbeMargin = 0.1;
   // Where every step fills: the failed plans in a row after which a sequence retires (see above).
-  static constexpr int64_t kRetireStreak = 8;
+  static constexpr int64_t kRetireStreak = 6;
 
   // fill_every: 1 where every step fills; else the most steps a fill is deferred by.
   SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, int64_t fill_every = 1);
