@@ -51,7 +51,7 @@ from mtpserve.bench.runner import add_bench_args, config_from_args  # noqa: E402
 SWEEP_SKIP = ("base_url", "host", "port", "model", "served_model_name", "num_prompts", "max_concurrency",
               "save_result")
 COLUMNS = ("method", "Concurrency", "Mean TPOT(ms)", "Mean TTFT(ms)", "Output Tokens/s", "Total Tokens/s",
-           "Acceptance rate", "TPOT speedup", "Chosen k 0/1/2/3 (%)")
+           "Acceptance rate", "TPOT speedup", "Chosen k 0/1/2/3 (%)", "Retired")
 
 
 def _int_list(value: str) -> list[int]:
@@ -183,7 +183,7 @@ def summary_row(method: str, k: int, policy: str, concurrency: int, result) -> d
             "total_output": m.total_output, "mean_tokens_per_chunk": m.mean_tokens_per_chunk,
             "acceptance_rate": s.get("acceptance_rate"), "mean_acceptance_length": s.get("mean_acceptance_length"),
             "acceptance_rate_per_position": s.get("acceptance_rate_per_position"),
-            "steps_by_k": s.get("steps_by_k")}
+            "steps_by_k": s.get("steps_by_k"), "retired_sequences": s.get("retired_sequences")}
 
 
 def median_row(rows: list[dict]) -> dict:
@@ -218,7 +218,8 @@ def markdown_table(rows: list[dict]) -> str:
             r["method"], str(r["concurrency"]), _fmt(r["mean_tpot_ms"], ".2f"), _fmt(r["mean_ttft_ms"], ".2f"),
             _fmt(r["output_throughput"], ".2f"), _fmt(r["total_token_throughput"], ".2f"),
             "-" if acc is None else f"{100 * acc:.1f}%", _fmt(r.get("tpot_speedup"), ".2f") +
-            ("x" if r.get("tpot_speedup") is not None else ""), chosen_k(r)]) + " |")
+            ("x" if r.get("tpot_speedup") is not None else ""), chosen_k(r),
+            _fmt(r.get("retired_sequences"), "d")]) + " |")
     failed = [r for r in rows if r["failed"]]
     if failed:
         out.append("")

