@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""What the adaptive policy did for one batch of new requests after another, in one engine (a script, not a test).
+
+Each line is one chat call over `--batch` requests: its decode steps at each k, the steps that skipped the MTP
+fill and the sequences retired from drafting. Runs of `--max-tokens` show the steady state once the batch's
+bucket is warm; the short runs after them show after how many steps the sequences retire.
+
+  python3 scripts/trace_adaptive_steps.py --devices cuda:0 --dtype bfloat16 --batch 8 --temperature 1.5
+"""
+import argparse
+
+from mtpserve import LLM, SamplingParams
+
+PROMPTS = ["Tell me about the sea.", "Write a haiku about autumn.", "Explain how a transistor works.",
+           "Why is the sky blue?"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--devices", default="auto")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--temperature", type=float, default=1.5)
+    parser.add_argument("--k-max", type=int, default=3)
+    parser.add_argument("--deferred-fill-positions", type=int, default=None,
+                        help="the engine's (default: the engine's for --devices; 0: the MTP fill runs every step)")
+    parser.add_argument("--runs", type=int, default=4, help="runs of --max-tokens")
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--short", type=int, nargs="*", default=[4, 8, 12, 16, 24, 32], help="then one run of each")
+    args = parser.parse_args()
+    llm = LLM(devices=args.devices, dtype=args.dtype, num_speculative_tokens=args.k_max,
+              speculative_policy="adaptive", deferred_fill_positions=args.deferred_fill_positions,
+              max_cache_blocks=512)
+    messages = [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(args.batch)]
+    print(f"batch {args.batch}, temperature {args.temperature}, k_max {args.k_max}, "
+          f"deferred_fill_positions {llm.core.args.deferred_fill_positions}")
+    for tokens in [8] + [args.max_tokens] * args.runs + args.short:  # a short first run: most of the bucket's warm-up
+        before = llm.stats()
+        llm.chat(messages, SamplingParams(temperature=args.temperature, max_tokens=tokens, ignore_eos=True))
+        after = llm.stats()
+        by_k = [a - b for a, b in zip(after.spec.steps_by_k, list(before.spec.steps_by_k) + [0] * args.k_max)]
+        print(f"max_tokens {tokens:4d}: steps {after.steps - before.steps:4d}, decode steps by k {by_k}, "
+              f"fill skipped {after.fill_skipped_steps - before.fill_skipped_steps:4d}, "
+              f"retired {after.spec.retired - before.spec.retired}", flush=True)
+    llm.shutdown()
+
+
+if __name__ == "__main__":
+    main()
