@@ -2,7 +2,7 @@
 """What the adaptive policy did for one batch of new requests after another, in one engine (a script, not a test).
 
 Each line is one chat call over `--batch` requests: its decode steps at each k, the steps that skipped the MTP
-fill and the sequences retired from drafting. Runs of `--max-tokens` show the steady state once the batch's
+fill, the sequences retired from drafting and the drafts accepted. Runs of `--max-tokens` show the steady state once the batch's
 bucket is warm; the short runs after them show after how many steps the sequences retire.
 
   python3 scripts/trace_adaptive_steps.py --devices cuda:0 --dtype bfloat16 --batch 8 --temperature 1.5
@@ -39,9 +39,12 @@ def main() -> None:
         llm.chat(messages, SamplingParams(temperature=args.temperature, max_tokens=tokens, ignore_eos=True))
         after = llm.stats()
         by_k = [a - b for a, b in zip(after.spec.steps_by_k, list(before.spec.steps_by_k) + [0] * args.k_max)]
+        drafted = after.spec.draft_tokens - before.spec.draft_tokens
+        accepted = after.spec.accepted_tokens - before.spec.accepted_tokens
         print(f"max_tokens {tokens:4d}: steps {after.steps - before.steps:4d}, decode steps by k {by_k}, "
               f"fill skipped {after.fill_skipped_steps - before.fill_skipped_steps:4d}, "
-              f"retired {after.spec.retired - before.spec.retired}", flush=True)
+              f"retired {after.spec.retired - before.spec.retired}, "
+              f"drafts accepted {accepted}/{drafted}", flush=True)
     llm.shutdown()
 
 
