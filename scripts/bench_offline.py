@@ -37,22 +37,26 @@ def timed_chat(llm: LLM, prompts: list[str], batch: int, params: SamplingParams)
     return outputs, elapsed, before, llm.stats(), sum(len(o.outputs[0].token_ids) for o in outputs)
 
 
+def counters(before, after) -> dict:
+    """The engine's step and speculation counters between two `stats()` snapshots."""
+    spec = {name: getattr(after.spec, name) - getattr(before.spec, name)
+            for name in ("drafts", "draft_tokens", "accepted_tokens", "retired")}
+    return {"steps": after.steps - before.steps,
+            "steps_by_k": [a - b for a, b in zip(after.spec.steps_by_k, list(before.spec.steps_by_k) + [0] * 8)],
+            **{name: getattr(after, name) - getattr(before, name)
+               for name in ("fill_skipped_steps", "caught_up_positions", "dropped_positions")},
+            **spec}
+
+
 def run(llm: LLM, batch: int, max_tokens: int, temperature: float) -> dict:
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=True)
     timed_chat(llm, PROMPTS, 1, SamplingParams(temperature=temperature, max_tokens=8, ignore_eos=True))  # warm-up
     _, elapsed, before, after, generated = timed_chat(llm, PROMPTS, batch, params)
-    drafts = after.spec.drafts - before.spec.drafts
-    draft_tokens = after.spec.draft_tokens - before.spec.draft_tokens
-    accepted = after.spec.accepted_tokens - before.spec.accepted_tokens
-    steps = after.steps - before.steps
-    per_step = {name: (getattr(after, name) - getattr(before, name)) / steps * 1e3
+    c = counters(before, after)
+    drafts, draft_tokens, accepted = c.pop("drafts"), c.pop("draft_tokens"), c.pop("accepted_tokens")
+    per_step = {name: (getattr(after, name) - getattr(before, name)) / c["steps"] * 1e3
                 for name in ("target_seconds", "sample_seconds", "draft_seconds")}
-    by_k = [a - b for a, b in zip(after.spec.steps_by_k, list(before.spec.steps_by_k) + [0] * 8)]
-    return {"batch": batch, "tokens_per_s": generated / elapsed, "seconds": elapsed, "steps": steps,
-            "steps_by_k": by_k, "fill_skipped_steps": after.fill_skipped_steps - before.fill_skipped_steps,
-            "caught_up_positions": after.caught_up_positions - before.caught_up_positions,
-            "dropped_positions": after.dropped_positions - before.dropped_positions,
-            "retired": after.spec.retired - before.spec.retired,
+    return {"batch": batch, "tokens_per_s": generated / elapsed, "seconds": elapsed, **c,
             "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
             "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
             "target_ms_per_step": per_step["target_seconds"], "sample_ms_per_step": per_step["sample_seconds"],

@@ -9,6 +9,7 @@ bucket is warm; the short runs after them show after how many steps the sequence
 """
 import argparse
 
+from bench_offline import counters, timed_chat
 from mtpserve import LLM, SamplingParams
 
 PROMPTS = ["Tell me about the sea.", "Write a haiku about autumn.", "Explain how a transistor works.",
@@ -31,20 +32,15 @@ def main() -> None:
     llm = LLM(devices=args.devices, dtype=args.dtype, num_speculative_tokens=args.k_max,
               speculative_policy="adaptive", deferred_fill_positions=args.deferred_fill_positions,
               max_cache_blocks=512)
-    messages = [[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}] for i in range(args.batch)]
     print(f"batch {args.batch}, temperature {args.temperature}, k_max {args.k_max}, "
           f"deferred_fill_positions {llm.core.args.deferred_fill_positions}")
     for tokens in [8] + [args.max_tokens] * args.runs + args.short:  # a short first run: most of the bucket's warm-up
-        before = llm.stats()
-        llm.chat(messages, SamplingParams(temperature=args.temperature, max_tokens=tokens, ignore_eos=True))
-        after = llm.stats()
-        by_k = [a - b for a, b in zip(after.spec.steps_by_k, list(before.spec.steps_by_k) + [0] * args.k_max)]
-        drafted = after.spec.draft_tokens - before.spec.draft_tokens
-        accepted = after.spec.accepted_tokens - before.spec.accepted_tokens
-        print(f"max_tokens {tokens:4d}: steps {after.steps - before.steps:4d}, decode steps by k {by_k}, "
-              f"fill skipped {after.fill_skipped_steps - before.fill_skipped_steps:4d}, "
-              f"retired {after.spec.retired - before.spec.retired}, "
-              f"drafts accepted {accepted}/{drafted}", flush=True)
+        params = SamplingParams(temperature=args.temperature, max_tokens=tokens, ignore_eos=True)
+        _, _, before, after, _ = timed_chat(llm, PROMPTS, args.batch, params)
+        c = counters(before, after)
+        print(f"max_tokens {tokens:4d}: steps {c['steps']:4d}, decode steps by k {c['steps_by_k']}, "
+              f"fill skipped {c['fill_skipped_steps']:4d}, retired {c['retired']}, "
+              f"drafts accepted {c['accepted_tokens']}/{c['draft_tokens']}", flush=True)
     llm.shutdown()
 
 
