@@ -7,7 +7,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from mtpserve import LLM
+from mtpserve import LLM, _C
 from mtpserve.engine_args import DEFAULT_MODEL
 from mtpserve.model_loader import load_model
 from mtpserve.sampling_params import SamplingParams
@@ -101,6 +101,43 @@ def test_where_every_step_fills_no_sequence_retires_while_drafting_pays_for_the_
         assert llm.stats().spec.retired == llm.stats().fill_skipped_steps == 0
     finally:
         llm.shutdown()
+
+
+@pytest.mark.parametrize("deferred", [4, 0], ids=["stash-full", "every-step-fills"])
+def test_once_every_sequence_retired_steps_do_no_drafting_work(deferred):
+    """A step whose sequences have all retired runs no drafting at all (no MTP forward, no policy, no drafting
+    timer): the engine's drafting time stops growing while the steps go on, each counted as one that skipped the
+    fill. Read from the outputs as they come: an output that shows the retirement is published after the step
+    that retired the sequence has added its drafting time."""
+    model = load_model(DEFAULT_MODEL, dtype="float32")
+    prompt, max_tokens = BATCHES[1][0], 120
+    plain, _, _ = make_engine(model, [0], 0)
+    try:
+        expected, _ = generate(plain, "r", prompt, max_tokens)
+    finally:
+        plain.shutdown()
+    engine, _, _ = make_engine(model, [], deferred)
+    try:
+        engine.override_drafts("r", wrong(expected))
+        engine.add_request("r", prompt, _C.SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True))
+        outputs, at_retirement = [], None
+        while not outputs or not outputs[-1].finished:
+            for out in engine.get_outputs(1.0):
+                outputs.append(out)
+                if at_retirement is None and out.spec.retired:
+                    at_retirement = engine.stats(), len(outputs)
+        stats = engine.stats()
+    finally:
+        engine.shutdown()
+    assert [t for o in outputs for t in o.token_ids] == expected
+    assert at_retirement is not None, "the sequence never retired"
+    before, seen = at_retirement
+    steps_after = stats.steps - before.steps
+    assert len(outputs) - seen >= 40 and steps_after >= 10  # retired early: many steps ran after the snapshot
+    assert stats.draft_seconds == before.draft_seconds
+    # Each skipped the fill but the last (the sequence finished: nothing to skip), and the one the snapshot may
+    # have caught between its count of skipped fills and its count of steps.
+    assert stats.fill_skipped_steps - before.fill_skipped_steps >= steps_after - 2
 
 
 @pytest.mark.parametrize("deferred", [4, 0], ids=["stash-full", "every-step-fills"])

@@ -364,7 +364,6 @@ bool Engine::step() {
       std::lock_guard lock(stats_mutex_);
       stats_.target_seconds += target_timer_->seconds();
       stats_.sample_seconds += sampled_at - launched_at;
-      if (drafter_) stats_.draft_seconds += draft_timer_->seconds();
     }
     for (const auto& s : plan.scheduled) {
       if (!s.seq->is_finished()) blocks_.commit(*s.seq, mtp_filled_until(*s.seq));
@@ -446,6 +445,17 @@ std::vector<RequestOutput> Engine::apply_samples(const SchedulerOutput& plan, co
 
 double Engine::draft_next(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
                           double sampled_at) {
+  const auto unfinished = [](const ScheduledSequence& s) { return !s.seq->is_finished(); };
+  if (!config_.lockstep && std::none_of(plan.scheduled.begin(), plan.scheduled.end(), [&](const ScheduledSequence& s) {
+        return unfinished(s) && !requests_.at(s.seq->id).retired;
+      })) {
+    // Every sequence finished or retired: nothing fills or drafts, and skipping the drafting's host work and its
+    // timer's synchronisation keeps such steps as cheap as without MTP. (In lockstep the other data-parallel
+    // groups' drafting still needs this rank.)
+    std::lock_guard lock(stats_mutex_);
+    stats_.fill_skipped_steps += std::any_of(plan.scheduled.begin(), plan.scheduled.end(), unfinished) ? 1 : 0;
+    return 0.0;
+  }
   draft_timer_->start();
   const DraftShape shape = draft(plan, input, first_pairs);
   draft_timer_->stop();
@@ -453,7 +463,9 @@ double Engine::draft_next(const SchedulerOutput& plan, const StepInput& input, c
   if (shape.fill_rows > 0 && decode_only(plan)) {
     policy_->costs().record_draft(shape.num_seqs, shape.fill_rows, shape.recursions, shape.recursion_rows, seconds);
   }
+  const double device_seconds = draft_timer_->seconds();
   std::lock_guard lock(stats_mutex_);
+  stats_.draft_seconds += device_seconds;
   stats_.fill_skipped_steps += shape.num_seqs > 0 && shape.fill_rows == 0 ? 1 : 0;
   stats_.caught_up_positions += shape.caught_up;
   return seconds;

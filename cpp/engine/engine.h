@@ -150,7 +150,7 @@ class Engine {
                                            std::vector<SampledSequence>& sampled, std::vector<int64_t>& first_pairs,
                                            std::vector<int64_t>& finished);
   // Drafts the next step's tokens and, for a decode-only step, feeds the drafting time to the cost model;
-  // returns that time.
+  // returns that time (0 where every sequence finished or retired: nothing drafts).
   double draft_next(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
                     double sampled_at);
   // Prompt logprobs of the prompt positions this step's prefill chunks computed (first time only).
