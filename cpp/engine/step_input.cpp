@@ -48,16 +48,13 @@ std::span<const int64_t> StepInput::packed() const {
   return std::span<const int64_t>(wire).subspan(kHeader, sizes_of(wire).packed());
 }
 
-at::Tensor upload(std::span<const StepInput> inputs, const at::Device& device, at::Tensor into) {
+at::Tensor upload(std::span<const StepInput> inputs, const at::Device& device) {
   int64_t total = 0;
   for (const auto& input : inputs) total += static_cast<int64_t>(input.packed().size());
   auto host = at::empty({total}, at::TensorOptions(at::kLong).pinned_memory(device.is_cuda()));
   int64_t* dst = host.data_ptr<int64_t>();
   for (const auto& input : inputs) dst = std::ranges::copy(input.packed(), dst).out;
-  if (!into.defined()) return host.to(device, /*non_blocking=*/true);
-  if (into.numel() != total) throw std::invalid_argument("upload: the inputs do not fit the graph's input buffer");
-  into.copy_(host, /*non_blocking=*/true);
-  return into;
+  return host.to(device, /*non_blocking=*/true);
 }
 
 std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const StepInput> inputs) {

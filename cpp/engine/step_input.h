@@ -42,8 +42,7 @@ struct DeviceStep {
 };
 
 // The packed parts of `inputs`, concatenated, on `device` (one copy; from pinned memory to a GPU).
-// With `into` given, copies into it instead (a graph's static input buffer).
-at::Tensor upload(std::span<const StepInput> inputs, const at::Device& device, at::Tensor into = {});
+at::Tensor upload(std::span<const StepInput> inputs, const at::Device& device);
 // The device views of each input in `buffer` (what upload() returned or filled).
 std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const StepInput> inputs);
 
