@@ -14,7 +14,8 @@ Block tables are shuffled, and several cache sets rotate between calls so that n
 Calls are replayed from a CUDA graph (as the engine runs decode), so host launch overhead is not timed.
 Prints a markdown table and writes mla_attention.json into --out (default $OUT or /tmp). --breakdown adds, per
 fused call, its kernels' device time (the attention kernel and the split-KV combine), from eager calls under
-torch.profiler.
+torch.profiler. --sustain S replays each fused call back to back for S seconds and adds its time there with
+the SM clock, power and clock-limit reasons nvidia-smi reports (the H100 reaches its power cap).
 
   python3 scripts/bench_mla_attention.py --out /tmp
 """
@@ -25,7 +26,7 @@ import os
 
 import torch
 
-from gpu_timing import copy_bandwidth, graph_us, profiled_kernels
+from gpu_timing import copy_bandwidth, graph_us, profiled_kernels, sustained
 from mtpserve import _C
 
 HEADS, LORA, ROPE, BLOCK = 16, 512, 64, 64
@@ -34,16 +35,21 @@ BF16 = 2
 ROTATION_BYTES = 256 << 20  # several times the H100/H200 L2 (50/60 MB)
 
 
-def attention_us(calls: list[tuple], reps: int) -> float:
-    """Per-call time of _C.mla_attention cycling through `calls` (one per KV set), replayed from a CUDA graph
-    as the engine runs decode steps, so host launch overhead does not count: a B = 16 call is ~60 us."""
+def cycling(calls: list[tuple]):
+    """(run_all, n): n calls of _C.mla_attention cycling through `calls` (one per KV set)."""
     inner = max(len(calls), 8)
 
     def run_all():
         for i in range(inner):
             _C.mla_attention(*calls[i % len(calls)])
 
-    return graph_us(run_all, inner, reps)
+    return run_all, inner
+
+
+def attention_us(calls: list[tuple], reps: int) -> float:
+    """Per-call time of _C.mla_attention cycling through `calls`, replayed from a CUDA graph as the engine runs
+    decode steps, so host launch overhead does not count: a B = 16 call is ~60 us."""
+    return graph_us(*cycling(calls), reps)
 
 
 def kv_sets(batch: int, context: int, gen: torch.Generator):
@@ -88,6 +94,9 @@ def measure_batch(batch: int, context: int, ks: list[int], args, gen, copy_bw: f
         results.append(dict(batch=batch, context=context, k=k, fused_us=fused, separate_us=separate,
                             speedup=separate / fused, speedup_target=0.9 * (k + 1) if k else None, kv_bytes=kv_bytes,
                             bandwidth_gbs=bandwidth / 1e9, floor_fraction=bandwidth / copy_bw))
+        if args.sustain:
+            results[-1].update(sustained(*cycling(fused_calls), args.sustain))
+            results[-1]["sustained_floor_fraction"] = kv_bytes / (results[-1]["sustained_us"] * 1e-6) / copy_bw
         if args.breakdown:
             call = lambda i: _C.mla_attention(*fused_calls[i % len(fused_calls)])  # noqa: E731
             results[-1]["kernels"] = profiled_kernels(call, args.reps, warmup=2)
@@ -104,6 +113,8 @@ def main():
     parser.add_argument("--ks", default="0,1,2,3")
     parser.add_argument("--contexts", default="8192", help="comma-separated context lengths, multiples of 64")
     parser.add_argument("--breakdown", action="store_true", help="per-kernel device time of each fused call")
+    parser.add_argument("--sustain", type=float, default=0.0, metavar="SECONDS",
+                        help="also replay each fused call back to back this long: its time, SM clock and power")
     args = parser.parse_args()
     gen = torch.Generator(device="cuda").manual_seed(0)
     copy_bw = copy_bandwidth(args.reps)
@@ -120,6 +131,14 @@ def main():
         print(f"| {r['context']} | {r['batch']} | {r['k']} | {r['fused_us']:.1f} | {r['separate_us']:.1f} | "
               f"{r['speedup']:.2f}x | "
               f"{target} | {r['bandwidth_gbs']:.0f} | {100 * r['floor_fraction']:.0f}% |")
+    if args.sustain:
+        print(f"sustained replay ({args.sustain:.0f} s each), with nvidia-smi's medians:")
+        print("| context | B | k | fused (us) | % of copy BW | SM clock (MHz) | power (W) | clock limits |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in results:
+            print(f"| {r['context']} | {r['batch']} | {r['k']} | {r['sustained_us']:.1f} | "
+                  f"{100 * r['sustained_floor_fraction']:.0f}% | {r['sm_clock_mhz']:.0f} | {r['power_w']:.0f} | "
+                  f"{' '.join(r['clock_limits'])} |")
     for r in (r for r in results if "kernels" in r):
         kernels = ", ".join(f"{name.split('(')[0]} {us:.1f} us ({share:.0f}%)" for name, us, share in r["kernels"])
         print(f"context {r['context']}, B = {r['batch']}, k = {r['k']}, fused, eager: {kernels}")

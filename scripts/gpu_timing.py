@@ -1,7 +1,9 @@
 """CUDA-event timing shared by the GPU benchmarks: medians of single calls, calls replayed from one CUDA
-graph (as the engine runs decode steps, so host launch gaps do not count), the copy bandwidth that the
-floors are measured against, and a profile's kernels."""
+graph (as the engine runs decode steps, so host launch gaps do not count), sustained replay with the clock
+and power it runs at, the copy bandwidth that the floors are measured against, and a profile's kernels."""
 import statistics
+import subprocess
+import time
 
 import torch
 
@@ -21,8 +23,8 @@ def median_us(fn, reps: int, per_timing: int = 1, warmup: int = 3) -> float:
     return statistics.median(times)
 
 
-def graph_us(run_all, calls: int, reps: int) -> float:
-    """Per-call time of run_all(), which makes `calls` calls, replayed from a CUDA graph it is captured in."""
+def captured(run_all) -> torch.cuda.CUDAGraph:
+    """run_all() once eagerly (warming up lazy state), then captured in a CUDA graph."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -31,9 +33,42 @@ def graph_us(run_all, calls: int, reps: int) -> float:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         run_all()
+    return graph
+
+
+def graph_us(run_all, calls: int, reps: int) -> float:
+    """Per-call time of run_all(), which makes `calls` calls, replayed from a CUDA graph it is captured in."""
+    graph = captured(run_all)
     us = median_us(graph.replay, reps, per_timing=calls)
     del graph
     return us
+
+
+def sustained(run_all, calls: int, seconds: float) -> dict:
+    """Per-call time of run_all() replayed from a CUDA graph back to back for `seconds`, with the medians of the
+    SM clock and power draw that nvidia-smi reports meanwhile and the clock-limit reasons it saw (hex masks;
+    0x4 is the power cap). A short timing can run at a higher clock than sustained load allows."""
+    graph = captured(run_all)
+    smi = subprocess.Popen(["nvidia-smi", f"--id={torch.cuda.current_device()}", "--format=csv,noheader,nounits",
+                            "--query-gpu=clocks.sm,power.draw,clocks_event_reasons.active", "-lms", "100"],
+                           stdout=subprocess.PIPE, text=True)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    replays, began = 0, time.monotonic()
+    start.record()
+    while time.monotonic() - began < seconds:
+        for _ in range(10):
+            graph.replay()
+        replays += 10
+        torch.cuda.synchronize()
+    end.record()
+    end.synchronize()
+    smi.terminate()
+    samples = [line.split(", ") for line in smi.communicate()[0].strip().splitlines()]
+    del graph
+    return dict(sustained_us=start.elapsed_time(end) * 1e3 / (replays * calls),
+                sm_clock_mhz=statistics.median(float(s[0]) for s in samples),
+                power_w=statistics.median(float(s[1]) for s in samples),
+                clock_limits=sorted({s[2] for s in samples}))
 
 
 def copy_bandwidth(reps: int) -> float:
