@@ -71,8 +71,12 @@ void SpeculationPolicy::retire_by_batch(const std::vector<DraftCandidate>& candi
   std::unordered_map<int64_t, int64_t> streaks;  // the candidates' only: a finished sequence's goes
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
+    // A sequence whose drafts would pay in this step were every sequence's like its own does not count: the
+    // batch fails for the others' drafts, and retiring it would cost it its drafts for the rest of its life,
+    // after they have gone.
+    const bool counts = fails && !c.pinned && !drafting_pays(load.seqs, load.context, reach[s]);
     const auto it = failing_streak_.find(c.seq_id);
-    const int64_t streak = fails && !c.pinned ? (it == failing_streak_.end() ? 0 : it->second) + 1 : 0;
+    const int64_t streak = counts ? (it == failing_streak_.end() ? 0 : it->second) + 1 : 0;
     streaks[c.seq_id] = streak;
     if (streak < kRetireStreak || !acceptance_.knows(c.seq_id)) continue;
     plan.drafts[s] = 0;

@@ -44,7 +44,10 @@
 // model without MTP (on the H100 at temperature 1.5 filling every step held k = 0 at 0.8x of one). There
 // sequences retire by the batch's measure: where the estimate prices the plan it favours below a step of
 // k = 0 without any fill, each sequence counts a failed plan, and one with kRetireStreak in a row retires
-// once its own acceptance is known (a new sequence leans on the engine-wide one). The batch as a whole, not each sequence against its own break-even:
+// once its own acceptance is known (a new sequence leans on the engine-wide one). A sequence whose drafts
+// would pay were every sequence's like its own counts none (on a CPU a batch of two always-accepted and two
+// always-rejected sequences failed by the estimate in about half the runs, and all four retired: the
+// accepted ones then decoded their remaining 150 tokens at one a step). The batch as a whole, not each sequence against its own break-even:
 // while any sequence still drafts the fill runs anyway (one graph for the batch), and retiring a sequence
 // whose drafts pay at that marginal cost lost it its drafts for nothing (a greedy GPU sweep fell from 5 of
 // 8 to 2 of 8 concurrencies within 0.95x of the best fixed k when each retired on its own break-even,
