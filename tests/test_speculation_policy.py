@@ -214,7 +214,7 @@ def test_where_every_step_fills_sequences_retire_after_a_streak_of_plans_that_do
     """fill_every = 1 (a GPU's default): nothing is stashed, so no stash fills up. Where the plan the estimate
     favours is priced below k = 0 without any fill, each sequence counts a failed plan; retire_streak in a row
     retire it once its own acceptance is known. Where one sequence's drafts pay for the batch, none counts; a
-    sequence whose drafts would pay were every sequence's like its own never counts."""
+    sequence whose drafts would beat a step without MTP were every sequence's like its own never counts."""
     def policy_with(accepted_of_3, **costs):
         policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
         past_warmup(policy, candidates(8))
@@ -237,10 +237,20 @@ def test_where_every_step_fills_sequences_retire_after_a_streak_of_plans_that_do
     assert not any(any(mixed.plan(candidates(8))[2]) for _ in range(3 * streak))
     rejected = policy_with([0] * 8, **cheap)
     assert any(any(rejected.plan(candidates(8))[2]) for _ in range(streak))
-    # Where the batch fails for the others' drafts, a sequence whose drafts would pay were all like it counts none.
+    # Where the batch fails for the others' drafts, a sequence whose drafts would beat a step without MTP were
+    # all like it counts none.
     accepted_one = policy_with([0] * 7 + [3])
     assert [accepted_one.plan(candidates(8)) for _ in range(streak)][-1][2] == [True] * 7 + [False]
     assert not any(accepted_one.plan(candidates(8))[2][7] for _ in range(3 * streak))
+    # Verify rows nearly free and a dear fill (a GPU): draft 1 accepted 1 time in 7 beats k = 0 with its fill,
+    # not k = 0 without; such sequences still retire.
+    gpu_like = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    past_warmup(gpu_like, candidates(8))
+    feed_costs(gpu_like, 8, per_row=1e-6, draft_fixed=5e-4, per_recursion=5e-4)
+    for seq_id in range(8):
+        for accepted in [1] + [0] * 6:
+            gpu_like.record_acceptance(seq_id, 1, accepted)
+    assert [gpu_like.plan(candidates(8)) for _ in range(streak)][-1][2] == [True] * 8
 
 
 def test_probes_skip_a_sequence_whose_drafts_fail():

@@ -45,10 +45,10 @@
 // sequences retire by the batch's measure: where the estimate prices the plan it favours below a step of
 // k = 0 without any fill, each sequence counts a failed plan, and one with kRetireStreak in a row retires
 // once its own acceptance is known (a new sequence leans on the engine-wide one). A sequence whose drafts
-// would pay were every sequence's like its own counts none (on a CPU a batch of two always-accepted and two
-// always-rejected sequences failed by the estimate in about half the runs, and all four retired: the
-// accepted ones then decoded their remaining 150 tokens at one a step). The batch as a whole, not each sequence against its own break-even:
-// while any sequence still drafts the fill runs anyway (one graph for the batch), and retiring a sequence
+// would beat a step without MTP were every sequence's like its own counts none (on a CPU a batch of two
+// always-accepted and two always-rejected sequences failed by the estimate in about half the runs, and all
+// four retired: the accepted ones then decoded their remaining 150 tokens at one a step). The batch as a
+// whole, not each sequence against its own break-even: while any sequence still drafts the fill runs anyway (one graph for the batch), and retiring a sequence
 // whose drafts pay at that marginal cost lost it its drafts for nothing (a greedy GPU sweep fell from 5 of
 // 8 to 2 of 8 concurrencies within 0.95x of the best fixed k when each retired on its own break-even,
 // after its first few measured drafts). The streak asks for a sustained failure, not a few bad drafts.
@@ -159,7 +159,8 @@ class SpeculationPolicy {
   std::vector<bool> failing(const std::vector<DraftCandidate>& candidates, const Load& load, bool always_pays) const;
   // Whether some k >= 1 beats k = 0 for a step of `seqs` sequences (`context` tokens in all) that all draft
   // k with these reach probabilities.
-  bool drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const;
+  // `unfilled`: against k = 0 without any MTP fill (what retiring them all would give), not k = 0 as it runs.
+  bool drafting_pays(int64_t seqs, double context, const std::vector<double>& reach, bool unfilled = false) const;
   // Where every step fills: counts the candidates' failed plans (the `estimated` plan priced below k = 0
   // without a fill) and retires those with kRetireStreak in a row (see above).
   void retire_by_batch(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
