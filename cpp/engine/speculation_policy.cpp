@@ -74,7 +74,7 @@ void SpeculationPolicy::retire_by_batch(const std::vector<DraftCandidate>& candi
     // A sequence whose drafts would beat a step without MTP were every sequence's like its own does not count:
     // the batch fails for the others' drafts, and retiring it would cost it its drafts for the rest of its life,
     // after they have gone. (Against k = 0 as it runs, fill included, a GPU's nearly free verify rows let drafts
-    // accepted 1 time in 7 pass: at temperature 1.5 no sequence retired, and k = 0 ran 0.8x of one.)
+    // accepted 1 time in 7 pass: at temperature 1.5 few sequences retired, and adaptive ran at 0.8x of k = 0.)
     const bool counts =
         fails && !c.pinned && !drafting_pays(load.seqs, load.context, reach[s], /*unfilled=*/true);
     const auto it = failing_streak_.find(c.seq_id);
