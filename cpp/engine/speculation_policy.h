@@ -48,10 +48,11 @@
 // would beat a step without MTP were every sequence's like its own counts none (on a CPU a batch of two
 // always-accepted and two always-rejected sequences failed by the estimate in about half the runs, and all
 // four retired: the accepted ones then decoded their remaining 150 tokens at one a step). The batch as a
-// whole, not each sequence against its own break-even: while any sequence still drafts the fill runs anyway (one graph for the batch), and retiring a sequence
-// whose drafts pay at that marginal cost lost it its drafts for nothing (a greedy GPU sweep fell from 5 of
-// 8 to 2 of 8 concurrencies within 0.95x of the best fixed k when each retired on its own break-even,
-// after its first few measured drafts). The streak asks for a sustained failure, not a few bad drafts.
+// whole, not each sequence against its own break-even: while any sequence still drafts the fill runs anyway
+// (one graph for the batch), and retiring a sequence whose drafts pay at that marginal cost lost it its
+// drafts for nothing (a greedy GPU sweep fell from 5 of 8 to 2 of 8 concurrencies within 0.95x of the best
+// fixed k when each retired on its own break-even, after its first few measured drafts). The streak asks for
+// a sustained failure, not a few bad drafts.
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
