@@ -253,6 +253,26 @@ def test_where_every_step_fills_sequences_retire_after_a_streak_of_plans_that_do
     assert [gpu_like.plan(candidates(8)) for _ in range(streak)][-1][2] == [True] * 8
 
 
+def test_where_every_step_fills_drafts_that_would_pay_only_narrowly_in_a_batch_of_their_like_do_not_hold_off_retirement():
+    """In a batch that fails for the others' drafts, a sequence whose drafts would beat a step without MTP by a few
+    percent were every sequence's like its own (draft 1 accepted about half the time) counts failed plans and
+    retires with them; one whose drafts are always accepted, clearly paying in such a batch, never does. (Drafts
+    that pay narrowly passed now and then on the H100 at temperature 1.5, each pass restarting a streak.)"""
+    streak = _C.SpeculationPolicy.retire_streak
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    past_warmup(policy, candidates(8))
+    feed_costs(policy, 8, per_row=1e-6, draft_fixed=3e-4, per_recursion=2e-4)
+    for seq_id in range(6):
+        feed_acceptance(policy, seq_id, 0, times=20)
+    for _ in range(5):
+        for accepted in (2, 1, 0):
+            policy.record_acceptance(6, 3, accepted)
+    feed_acceptance(policy, 7, 3, times=20)
+    plans = [policy.plan(candidates(8)) for _ in range(3 * streak)]
+    assert plans[streak - 1][2] == [True] * 7 + [False]
+    assert not any(plan[2][7] for plan in plans)
+
+
 def test_probes_skip_a_sequence_whose_drafts_fail():
     """Probes (one of these 50 plans) draft uniformly, but not for a sequence whose measured acceptance
     makes drafting not pay: that would only catch up its waiting positions."""

@@ -71,12 +71,14 @@ void SpeculationPolicy::retire_by_batch(const std::vector<DraftCandidate>& candi
   std::unordered_map<int64_t, int64_t> streaks;  // the candidates' only: a finished sequence's goes
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
-    // A sequence whose drafts would beat a step without MTP were every sequence's like its own does not count:
-    // the batch fails for the others' drafts, and retiring it would cost it its drafts for the rest of its life,
-    // after they have gone. (Against k = 0 as it runs, fill included, a GPU's nearly free verify rows let drafts
-    // accepted 1 time in 7 pass: at temperature 1.5 few sequences retired, and adaptive ran at 0.8x of k = 0.)
-    const bool counts =
-        fails && !c.pinned && !drafting_pays(load.seqs, load.context, reach[s], /*unfilled=*/true);
+    // A sequence whose drafts would beat a step without MTP by kExemptMargin, were every sequence's like its own,
+    // does not count: the batch fails for the others' drafts, and retiring it would cost it its drafts for the
+    // rest of its life, after they have gone. (Against k = 0 as it runs, fill included, a GPU's nearly free verify
+    // rows let drafts accepted 1 time in 7 pass: at temperature 1.5 few sequences retired, and adaptive ran at
+    // 0.8x of k = 0. Without the margin, drafts accepted 1 time in 4 or 5 passed by a few percent now and then,
+    // each pass restarting the sequence's streak: 0.90x at batch 8 and 32.)
+    const bool counts = fails && !c.pinned &&
+                        !drafting_pays(load.seqs, load.context, reach[s], /*unfilled=*/true, kExemptMargin);
     const auto it = failing_streak_.find(c.seq_id);
     const int64_t streak = counts ? (it == failing_streak_.end() ? 0 : it->second) + 1 : 0;
     streaks[c.seq_id] = streak;
@@ -225,8 +227,8 @@ std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& 
   return fail;
 }
 
-bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::vector<double>& reach,
-                                      bool unfilled) const {
+bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::vector<double>& reach, bool unfilled,
+                                      double margin) const {
   const auto n = static_cast<double>(seqs);
   const Estimate base = estimate({seqs, 0, n, context, n, fills(0) && !unfilled ? n : 0.0, 0});
   if (base.seconds <= 0) return true;  // no timings yet: no evidence that it does not pay
@@ -235,7 +237,7 @@ bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::v
     tokens += n * reach[k];
     const Estimate e = estimate({seqs, k, n * static_cast<double>(1 + k), context + n * static_cast<double>(k), tokens,
                                  tokens, n * static_cast<double>(k - 1)});
-    if (e.tokens * base.seconds > base.tokens * e.seconds) return true;
+    if (e.tokens * base.seconds > (1 + margin) * base.tokens * e.seconds) return true;
   }
   return false;
 }

@@ -45,9 +45,12 @@
 // sequences retire by the batch's measure: where the estimate prices the plan it favours below a step of
 // k = 0 without any fill, each sequence counts a failed plan, and one with kRetireStreak in a row retires
 // once its own acceptance is known (a new sequence leans on the engine-wide one). A sequence whose drafts
-// would beat a step without MTP were every sequence's like its own counts none (on a CPU a batch of two
-// always-accepted and two always-rejected sequences failed by the estimate in about half the runs, and all
-// four retired: the accepted ones then decoded their remaining 150 tokens at one a step). The batch as a
+// would clearly beat a step without MTP (by kExemptMargin) were every sequence's like its own counts none
+// (on a CPU a batch of two always-accepted and two always-rejected sequences failed by the estimate in about
+// half the runs, and all four retired: the accepted ones then decoded their remaining 150 tokens at one a
+// step). Drafts that would beat it only narrowly still count: on a GPU, where verify rows are nearly free,
+// drafts accepted 1 time in 4 or 5 passed now and then, each pass restarting a streak while the fill ran
+// for the whole batch. The batch as a
 // whole, not each sequence against its own break-even: while any sequence still drafts the fill runs anyway
 // (one graph for the batch), and retiring a sequence whose drafts pay at that marginal cost lost it its
 // drafts for nothing (a greedy GPU sweep fell from 5 of 8 to 2 of 8 concurrencies within 0.95x of the best
@@ -107,6 +110,9 @@ class SpeculationPolicy {
   static constexpr double kProbeMargin = 0.1;
   // Where every step fills: the failed plans in a row after which a sequence retires (see above).
   static constexpr int64_t kRetireStreak = 6;
+  // Where every step fills: how much better than a step without MTP a sequence's drafts must be, were every
+  // sequence's like its own, for it to count no failed plan (see above).
+  static constexpr double kExemptMargin = 0.25;
 
   // fill_every: 1 where every step fills; else the most steps a fill is deferred by.
   SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, int64_t fill_every = 1);
@@ -161,7 +167,9 @@ class SpeculationPolicy {
   // Whether some k >= 1 beats k = 0 for a step of `seqs` sequences (`context` tokens in all) that all draft
   // k with these reach probabilities.
   // `unfilled`: against k = 0 without any MTP fill (what retiring them all would give), not k = 0 as it runs.
-  bool drafting_pays(int64_t seqs, double context, const std::vector<double>& reach, bool unfilled = false) const;
+  // `margin`: by at least this fraction of k = 0's tokens per second.
+  bool drafting_pays(int64_t seqs, double context, const std::vector<double>& reach, bool unfilled = false,
+                     double margin = 0.0) const;
   // Where every step fills: counts the candidates' failed plans (the `estimated` plan priced below k = 0
   // without a fill) and retires those with kRetireStreak in a row (see above).
   void retire_by_batch(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
