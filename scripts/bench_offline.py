@@ -4,7 +4,8 @@ Methods: k = 0, fixed k (--ks) and the adaptive policy with k_max = --adaptive-k
 request gets the same number of output tokens (ignore_eos) from ShareGPT-like chat prompts; tokens/s
 counts output tokens over the wall time of the generate call (prefill included, as a user sees it), after
 one warm-up call. With --repeats N each cell is the median of N generate calls (the methods interleaved
-per repeat, so a co-tenant's load hits them alike). `chosen k` is the share of decode steps at each k;
+per repeat, so a co-tenant's load hits them alike); `paired speedup` is the median of the repeats' own ratios
+to k = 0. `chosen k` is the share of decode steps at each k;
 `fill skipped` the share of steps that ran no MTP forward (adaptive: every sequence deferred its fill).
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import time
 
 import torch
@@ -138,6 +140,12 @@ def median_run(runs: list[dict]) -> dict:
     return {**ordered[len(ordered) // 2], "tokens_per_s_all": [r["tokens_per_s"] for r in runs]}
 
 
+def paired_speedup(r: dict, base: dict) -> float:
+    """The median over repeats of tokens/s against k = 0's in the same repeat: the methods run interleaved, so a
+    repeat's ratio cancels what the machine did during it (its spread is the noise of one comparison)."""
+    return statistics.median(a / b for a, b in zip(r["tokens_per_s_all"], base["tokens_per_s_all"]))
+
+
 def method_name(r: dict) -> str:
     if r["k"] == 0:
         return "k=0"
@@ -161,18 +169,20 @@ def markdown_table(results: list[dict]) -> str:
     from them: mean acceptance length x t(k = 0 step) / (t(verify step) + t(drafting))."""
     base = {r["batch"]: r for r in results if r["k"] == 0}
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-    lines = ["| method | batch | tokens/s | speedup vs k=0 | acceptance rate | mean acceptance length | "
+    lines = ["| method | batch | tokens/s | speedup vs k=0 | paired speedup | acceptance rate | mean acceptance length | "
              "target ms/step | draft ms/step | ideal speedup | speedup / ideal | chosen k = 0/1/2/3 (% of steps) | "
              "fill skipped (% of steps) | sequences retired from drafting |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         b = base.get(r["batch"])
         speedup = r["tokens_per_s"] / b["tokens_per_s"] if b else None
+        paired = paired_speedup(r, b) if b else None
         ideal = None
         if b and r["mean_acceptance_length"]:
             ideal = r["mean_acceptance_length"] * b["target_ms_per_step"] / (
                 r["target_ms_per_step"] + r["draft_ms_per_step"])
         lines.append(f"| {method_name(r)} | {r['batch']} | {r['tokens_per_s']:.0f} | {fmt(speedup, '.2f')} | "
+                     f"{fmt(paired, '.2f')} | "
                      f"{fmt(r['acceptance_rate'], '.3f')} | {fmt(r['mean_acceptance_length'], '.2f')} | "
                      f"{r['target_ms_per_step']:.3f} | {r['draft_ms_per_step']:.3f} | {fmt(ideal, '.2f')} | "
                      f"{fmt(speedup / ideal if ideal else None, '.2f')} | {chosen_k(r)} | {fill_skipped(r)} | "
