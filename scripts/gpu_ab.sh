@@ -3,7 +3,8 @@
 # and the variant folder). Builds the tree as it is (A), then swaps in every file under $AB_VARIANT (same
 # relative paths; B) and rebuilds incrementally, and runs $AB_CMD after each build in the order A B A B, so
 # that drift of the machine shows as a difference between the two runs of one version. Each run's output
-# goes to $OUT/<A|B><1|2>/ (the command sees that folder as $RUN_OUT); the tree is left as B.
+# goes to its own folder (the command sees it as $RUN_OUT), all four archived at the end as $OUT/runs.tgz (the
+# device tool returns only so many files); the tree is left as B.
 #   AB_VARIANT=.ab/new AB_CMD='python3 scripts/bench_mla_attention.py --batches 16,64 --out $RUN_OUT' \
 #     bash scripts/gpu_ab.sh
 # AB_TEST (optional) runs once against each version before its first timing, e.g. the kernel's tests.
@@ -11,17 +12,17 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${AB_VARIANT:?the folder holding version B of the swapped files}" "${AB_CMD:?the command to time}"
 out=${OUT:-/tmp/mtpserve-ab}
-mkdir -p "$out/A_files"
+saved=$(mktemp -d)  # version A of the swapped files
 files=$(cd "$AB_VARIANT" && find . -type f | sed 's|^\./||')
 for f in $files; do
   [ -f "$f" ] || { echo "$AB_VARIANT/$f has no counterpart in the tree" >&2; exit 2; }
-  mkdir -p "$out/A_files/$(dirname "$f")" && cp "$f" "$out/A_files/$f"
+  mkdir -p "$saved/$(dirname "$f")" && cp "$f" "$saved/$f"
 done
 STAGES=none bash scripts/gpu_check.sh > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 export PYTHONPATH=/tmp/site PATH=/usr/local/cuda/bin:$PATH CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
 
 use() {  # use A|B: put that version's files in place and rebuild
-  local from=$out/A_files
+  local from=$saved
   [ "$1" = B ] && from=$AB_VARIANT
   for f in $files; do cp "$from/$f" "$f"; done
   python3 -m pip install --no-build-isolation --no-deps -e . > "$out/rebuild_$1.log" 2>&1 \
@@ -41,4 +42,6 @@ for run in A1 B1 A2 B2; do
   mkdir -p "$out/$run"
   RUN_OUT=$out/$run bash -c "$AB_CMD" 2>&1 | tee "$out/$run/output.txt" | tail -25 || status=1
 done
+# The device returns a limited number of files: one archive of the runs' folders comes back whole.
+tar czf "$out/runs.tgz" -C "$out" A1 B1 A2 B2 && rm -rf "$out"/A1 "$out"/B1 "$out"/A2 "$out"/B2
 exit $status
