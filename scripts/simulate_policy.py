@@ -58,8 +58,8 @@ def accepted_drafts(drafts: int, p: float, rng: random.Random) -> int:
     return accepted
 
 
-def one_run(policy, k_max: int, first_id: int, batch: int, tokens: int, law: CostLaw, p: float, spread: float, rng,
-            counts: dict):
+def one_run(policy, k_max: int, first_id: int, batch: int, tokens: int, law: CostLaw, p: float, spread: float,
+            noise: float, rng, counts: dict):
     """One batch of requests to completion: its seconds under the law."""
     left = {first_id + i: tokens for i in range(batch)}
     # Drawn from the sequence's id alone: every method meets the same sequences.
@@ -79,8 +79,14 @@ def one_run(policy, k_max: int, first_id: int, batch: int, tokens: int, law: Cos
                 if d:
                     emitted[s] += accepted_drafts(d, own_p[s], rng)
                     policy.record_acceptance(s, d, emitted[s] - 1)
-        n = len(left)
-        seconds += law.verify(step_k, n * (1 + step_k)) + (law.draft(n, max(step_k - 1, 0)) if drafting else 0.0)
+        n, recursions = len(left), max(step_k - 1, 0)
+        verify = law.verify(step_k, n * (1 + step_k))
+        draft = law.draft(n, recursions) if drafting else 0.0
+        seconds += verify + draft
+        # The engine times every step and feeds the policy's cost model; a shared machine's timings jitter.
+        policy.record_verify(n, step_k, n * (1 + step_k), 100 * n, verify * rng.lognormvariate(0, noise))
+        if drafting:
+            policy.record_draft(n, n, recursions, recursions * n, draft * rng.lognormvariate(0, noise))
         counts["steps_by_k"][step_k] += 1
         for s in list(left):
             left[s] -= emitted[s]
@@ -90,14 +96,14 @@ def one_run(policy, k_max: int, first_id: int, batch: int, tokens: int, law: Cos
     return seconds
 
 
-def simulate(kind, k_max: int, batch: int, tokens: int, law: CostLaw, p: float, spread: float, runs: int,
-             seed: int) -> dict:
+def simulate(kind, k_max: int, batch: int, tokens: int, law: CostLaw, p: float, spread: float, noise: float,
+             runs: int, seed: int) -> dict:
     rng = random.Random(seed)
     policy = trained_policy(kind, k_max, batch, law, p, rng)
     seconds, counted = 0.0, {"steps_by_k": [0] * (k_max + 1), "retired": 0}
     for r in range(WARMUP_RUNS + runs):
         counts = counted if r >= WARMUP_RUNS else {"steps_by_k": [0] * (k_max + 1), "retired": 0}
-        run_seconds = one_run(policy, k_max, r * batch, batch, tokens, law, p, spread, rng, counts)
+        run_seconds = one_run(policy, k_max, r * batch, batch, tokens, law, p, spread, noise, rng, counts)
         seconds += run_seconds if r >= WARMUP_RUNS else 0.0
     plain = runs * tokens * law.verify(0, batch)
     return {"vs_k0": plain / seconds, "drafting_steps_per_run": sum(counted["steps_by_k"][1:]) / runs,
@@ -110,6 +116,8 @@ def main() -> None:
     parser.add_argument("--acceptance", type=float, nargs="+", default=[0.15, 0.3, 0.8],
                         help="mean acceptance per draft position")
     parser.add_argument("--spread", type=float, default=0.5, help="sequences' acceptance: p times 1 +- this")
+    parser.add_argument("--noise", type=float, default=0.05,
+                        help="spread (log-normal sigma) of the step timings the policy is fed")
     parser.add_argument("--tokens", type=int, default=128, help="output tokens per request")
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
@@ -124,8 +132,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for batch in args.batch:
         for p in args.acceptance:
-            a = simulate(adaptive, K_MAX, batch, args.tokens, law, p, args.spread, args.runs, args.seed)
-            f = [simulate(fixed, k, batch, args.tokens, law, p, args.spread, args.runs, args.seed)["vs_k0"]
+            a = simulate(adaptive, K_MAX, batch, args.tokens, law, p, args.spread, args.noise, args.runs, args.seed)
+            f = [simulate(fixed, k, batch, args.tokens, law, p, args.spread, args.noise, args.runs, args.seed)["vs_k0"]
                  for k in range(1, K_MAX + 1)]
             print(f"| {batch} | {p} | {a['vs_k0']:.3f} | {' / '.join(f'{x:.3f}' for x in f)} | "
                   f"{a['vs_k0'] / max(f + [1.0]):.3f} | {a['drafting_steps_per_run']:.1f} | {a['retired_share']:.2f} | "

@@ -71,18 +71,26 @@ void SpeculationPolicy::retire_by_batch(const std::vector<DraftCandidate>& candi
   std::unordered_map<int64_t, int64_t> streaks;  // the candidates' only: a finished sequence's goes
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
-    // A sequence whose drafts would beat a step without MTP by kExemptMargin, were every sequence's like its own,
-    // does not count: the batch fails for the others' drafts, and retiring it would cost it its drafts for the
-    // rest of its life, after they have gone. (Against k = 0 as it runs, fill included, a GPU's nearly free verify
-    // rows let drafts accepted 1 time in 7 pass: at temperature 1.5 few sequences retired, and adaptive ran at
-    // 0.8x of k = 0. Without the margin, drafts accepted 1 time in 4 or 5 passed by a few percent now and then,
-    // each pass restarting the sequence's streak: 0.90x at batch 8 and 32.)
-    const bool counts = fails && !c.pinned &&
-                        !drafting_pays(load.seqs, load.context, reach[s], /*unfilled=*/true, kExemptMargin);
+    // A sequence whose drafts would beat a step without MTP, were every sequence's like its own, does not count: the
+    // batch fails for the others' drafts, and retiring it would cost it its drafts for the rest of its life, after
+    // they have gone. (Against k = 0 as it runs, fill included, a GPU's nearly free verify rows let drafts accepted
+    // 1 time in 7 pass: at temperature 1.5 few sequences retired, and adaptive ran at 0.8x of k = 0.) Only drafts
+    // that would beat it clearly (by kExemptMargin) restart its streak; narrower ones hold it. (On the H100 drafts
+    // accepted 1 time in 4 or 5 passed narrowly now and then, and when each pass restarted the streak the fill
+    // ran for the whole batch until the last of them retired: 0.90x of k = 0 at batch 8 and 32.)
+    const bool pays = drafting_pays(load.seqs, load.context, reach[s], /*unfilled=*/true);
+    const bool clearly = pays && drafting_pays(load.seqs, load.context, reach[s], /*unfilled=*/true, kExemptMargin);
     const auto it = failing_streak_.find(c.seq_id);
-    const int64_t streak = counts ? (it == failing_streak_.end() ? 0 : it->second) + 1 : 0;
+    const int64_t before = it == failing_streak_.end() ? 0 : it->second;
+    const int64_t streak = !fails || c.pinned || clearly ? 0 : pays ? before : before + 1;
     streaks[c.seq_id] = streak;
-    if (streak < kRetireStreak || !acceptance_.knows(c.seq_id)) continue;
+    if (streak < kRetireStreak) continue;
+    if (!acceptance_.knows(c.seq_id)) {
+      // Its fill runs every step anyway, and a plan that gives it no drafts would never let it learn what
+      // retiring it needs: it stayed unretired, the fill running for the whole batch, until the next probe.
+      plan.drafts[s] = std::max<int64_t>(plan.drafts[s], std::min<int64_t>(1, c.budget));
+      continue;
+    }
     plan.drafts[s] = 0;
     plan.retire[s] = true;
   }

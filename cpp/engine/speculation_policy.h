@@ -44,13 +44,14 @@
 // model without MTP (on the H100 at temperature 1.5 filling every step held k = 0 at 0.8x of one). There
 // sequences retire by the batch's measure: where the estimate prices the plan it favours below a step of
 // k = 0 without any fill, each sequence counts a failed plan, and one with kRetireStreak in a row retires
-// once its own acceptance is known (a new sequence leans on the engine-wide one). A sequence whose drafts
-// would clearly beat a step without MTP (by kExemptMargin) were every sequence's like its own counts none
-// (on a CPU a batch of two always-accepted and two always-rejected sequences failed by the estimate in about
+// once its own acceptance is known (a new sequence leans on the engine-wide one); until it is known the
+// sequence drafts (its fill runs anyway), or a plan giving it none would leave it filled and unretired until
+// the next probe. A sequence whose drafts would beat a step without MTP were every sequence's like its own counts
+// none (on a CPU a batch of two always-accepted and two always-rejected sequences failed by the estimate in about
 // half the runs, and all four retired: the accepted ones then decoded their remaining 150 tokens at one a
-// step). Drafts that would beat it only narrowly still count: on a GPU, where verify rows are nearly free,
-// drafts accepted 1 time in 4 or 5 passed now and then, each pass restarting a streak while the fill ran
-// for the whole batch. The batch as a
+// step); only drafts that would beat it clearly (by kExemptMargin) restart the streak, narrower ones hold it (on
+// a GPU, where verify rows are nearly free, drafts accepted 1 time in 4 or 5 passed narrowly now and then, each
+// pass restarting a streak while the fill ran for the whole batch). The batch as a
 // whole, not each sequence against its own break-even: while any sequence still drafts the fill runs anyway
 // (one graph for the batch), and retiring a sequence whose drafts pay at that marginal cost lost it its
 // drafts for nothing (a greedy GPU sweep fell from 5 of 8 to 2 of 8 concurrencies within 0.95x of the best
@@ -111,7 +112,7 @@ class SpeculationPolicy {
   // Where every step fills: the failed plans in a row after which a sequence retires (see above).
   static constexpr int64_t kRetireStreak = 6;
   // Where every step fills: how much better than a step without MTP a sequence's drafts must be, were every
-  // sequence's like its own, for it to count no failed plan (see above).
+  // sequence's like its own, to restart its streak of failed plans (see above).
   static constexpr double kExemptMargin = 0.25;
 
   // fill_every: 1 where every step fills; else the most steps a fill is deferred by.
