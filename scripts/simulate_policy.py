@@ -5,7 +5,8 @@ the steps it drafts, the sequences it retires. No model runs, so it takes second
 The cost law is linear like the policy's own model (a fixed step cost, a cost per verify row, a fixed fill
 cost and one per recursion), with the fill paid on every step while any sequence still drafts (a GPU's default:
 every step fills). Each sequence's acceptance per draft position is drawn uniformly from [(1 - spread) p,
-(1 + spread) p] (at most 0.95): with equal-length requests, a batch's slowest sequence sets its number of steps. The engine-wide acceptance starts from 300 verifications at p, as after earlier requests. A run is one batch
+(1 + spread) p] (at most 0.95): with equal-length requests, a batch's slowest sequence sets its number of steps.
+The engine-wide acceptance starts from 300 verifications at p, as after earlier requests. A run is one batch
 of equal-length requests (like scripts/bench_offline.py); the first 5 runs are the warm-up and not counted.
     python3 scripts/simulate_policy.py --batch 32 --acceptance 0.15 0.8
 """
@@ -59,12 +60,12 @@ def accepted_drafts(drafts: int, p: float, rng: random.Random) -> int:
 
 
 def one_run(policy, k_max: int, first_id: int, batch: int, tokens: int, law: CostLaw, p: float, spread: float,
-            noise: float, rng, counts: dict):
-    """One batch of requests to completion: its seconds under the law."""
+            noise: float, rng) -> tuple[float, list[int], int]:
+    """One batch of requests to completion: its seconds under the law, its steps at each k, the sequences retired."""
     left = {first_id + i: tokens for i in range(batch)}
     # Drawn from the sequence's id alone: every method meets the same sequences.
     own_p = {s: min(0.95, random.Random(s).uniform((1 - spread) * p, (1 + spread) * p)) for s in left}
-    retired, seconds = set(), 0.0
+    retired, seconds, steps_by_k = set(), 0.0, [0] * (k_max + 1)
     while left:
         candidates = [(s, min(k_max, left[s] - 1), 100 + tokens - left[s], False, 0) for s in left if s not in retired]
         emitted = dict.fromkeys(left, 1)
@@ -87,27 +88,29 @@ def one_run(policy, k_max: int, first_id: int, batch: int, tokens: int, law: Cos
         policy.record_verify(n, step_k, n * (1 + step_k), 100 * n, verify * rng.lognormvariate(0, noise))
         if drafting:
             policy.record_draft(n, n, recursions, recursions * n, draft * rng.lognormvariate(0, noise))
-        counts["steps_by_k"][step_k] += 1
+        steps_by_k[step_k] += 1
         for s in list(left):
             left[s] -= emitted[s]
             if left[s] <= 0:
                 del left[s]
-    counts["retired"] += len(retired)
-    return seconds
+    return seconds, steps_by_k, len(retired)
 
 
 def simulate(kind, k_max: int, batch: int, tokens: int, law: CostLaw, p: float, spread: float, noise: float,
              runs: int, seed: int) -> dict:
     rng = random.Random(seed)
     policy = trained_policy(kind, k_max, batch, law, p, rng)
-    seconds, counted = 0.0, {"steps_by_k": [0] * (k_max + 1), "retired": 0}
+    seconds, steps_by_k, retired = 0.0, [0] * (k_max + 1), 0
     for r in range(WARMUP_RUNS + runs):
-        counts = counted if r >= WARMUP_RUNS else {"steps_by_k": [0] * (k_max + 1), "retired": 0}
-        run_seconds = one_run(policy, k_max, r * batch, batch, tokens, law, p, spread, noise, rng, counts)
-        seconds += run_seconds if r >= WARMUP_RUNS else 0.0
+        run_seconds, run_steps, run_retired = one_run(policy, k_max, r * batch, batch, tokens, law, p, spread, noise,
+                                                      rng)
+        if r >= WARMUP_RUNS:
+            seconds += run_seconds
+            steps_by_k = [a + b for a, b in zip(steps_by_k, run_steps)]
+            retired += run_retired
     plain = runs * tokens * law.verify(0, batch)
-    return {"vs_k0": plain / seconds, "drafting_steps_per_run": sum(counted["steps_by_k"][1:]) / runs,
-            "retired_share": counted["retired"] / (runs * batch), "steps_by_k": counted["steps_by_k"]}
+    return {"vs_k0": plain / seconds, "drafting_steps_per_run": sum(steps_by_k[1:]) / runs,
+            "retired_share": retired / (runs * batch), "steps_by_k": steps_by_k}
 
 
 def main() -> None:
@@ -127,8 +130,8 @@ def main() -> None:
     args = parser.parse_args()
     law = CostLaw(args.step_ms * 1e-3, 1e-6, 3e-5, args.fill_ms * 1e-3, args.recursion_ms * 1e-3)
     fixed, adaptive = _C.SpeculationPolicyKind.fixed, _C.SpeculationPolicyKind.adaptive
-    print("| batch | acceptance | adaptive vs k=0 | fixed k=1 / 2 / 3 vs k=0 | adaptive / best | drafting steps per run "
-          "| retired | steps at k = 0/1/2/3 |")
+    print("| batch | acceptance | adaptive vs k=0 | fixed k=1 / 2 / 3 vs k=0 | adaptive / best "
+          "| drafting steps per run | retired | steps at k = 0/1/2/3 |")
     print("|---|---|---|---|---|---|---|---|")
     for batch in args.batch:
         for p in args.acceptance:

@@ -1,6 +1,7 @@
 #include "engine/speculation_policy.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 
@@ -78,11 +79,13 @@ void SpeculationPolicy::retire_by_batch(const std::vector<DraftCandidate>& candi
     // that would beat it clearly (by kExemptMargin) restart its streak; narrower ones hold it. (On the H100 drafts
     // accepted 1 time in 4 or 5 passed narrowly now and then, and when each pass restarted the streak the fill
     // ran for the whole batch until the last of them retired: 0.90x of k = 0 at batch 8 and 32.)
-    const bool pays = drafting_pays(load.seqs, load.context, reach[s], /*unfilled=*/true);
-    const bool clearly = pays && drafting_pays(load.seqs, load.context, reach[s], /*unfilled=*/true, kExemptMargin);
-    const auto it = failing_streak_.find(c.seq_id);
-    const int64_t before = it == failing_streak_.end() ? 0 : it->second;
-    const int64_t streak = !fails || c.pinned || clearly ? 0 : pays ? before : before + 1;
+    int64_t streak = 0;
+    if (fails && !c.pinned) {
+      const auto it = failing_streak_.find(c.seq_id);
+      const int64_t before = it == failing_streak_.end() ? 0 : it->second;
+      const double gain = drafting_gain(load.seqs, load.context, reach[s], /*unfilled=*/true);
+      streak = gain > 1 + kExemptMargin ? 0 : gain > 1 ? before : before + 1;
+    }
     streaks[c.seq_id] = streak;
     if (streak < kRetireStreak) continue;
     if (!acceptance_.knows(c.seq_id)) {
@@ -235,19 +238,24 @@ std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& 
   return fail;
 }
 
-bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::vector<double>& reach, bool unfilled,
-                                      double margin) const {
+bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const {
+  return drafting_gain(seqs, context, reach) > 1;
+}
+
+double SpeculationPolicy::drafting_gain(int64_t seqs, double context, const std::vector<double>& reach,
+                                        bool unfilled) const {
+  constexpr double kUnbounded = std::numeric_limits<double>::infinity();
   const auto n = static_cast<double>(seqs);
   const Estimate base = estimate({seqs, 0, n, context, n, fills(0) && !unfilled ? n : 0.0, 0});
-  if (base.seconds <= 0) return true;  // no timings yet: no evidence that it does not pay
-  double tokens = n;
+  if (base.seconds <= 0) return kUnbounded;  // no timings yet: no evidence that it does not pay
+  double tokens = n, gain = 0;
   for (int64_t k = 1; k <= k_max_; ++k) {
     tokens += n * reach[k];
     const Estimate e = estimate({seqs, k, n * static_cast<double>(1 + k), context + n * static_cast<double>(k), tokens,
                                  tokens, n * static_cast<double>(k - 1)});
-    if (e.tokens * base.seconds > (1 + margin) * base.tokens * e.seconds) return true;
+    gain = std::max(gain, e.seconds > 0 ? e.tokens * base.seconds / (base.tokens * e.seconds) : kUnbounded);
   }
-  return false;
+  return gain;
 }
 
 SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftCandidate>& candidates,

@@ -167,10 +167,10 @@ class SpeculationPolicy {
   std::vector<bool> failing(const std::vector<DraftCandidate>& candidates, const Load& load, bool always_pays) const;
   // Whether some k >= 1 beats k = 0 for a step of `seqs` sequences (`context` tokens in all) that all draft
   // k with these reach probabilities.
+  bool drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const;
+  // The best such k's tokens per second over k = 0's (unbounded before any timing).
   // `unfilled`: against k = 0 without any MTP fill (what retiring them all would give), not k = 0 as it runs.
-  // `margin`: by at least this fraction of k = 0's tokens per second.
-  bool drafting_pays(int64_t seqs, double context, const std::vector<double>& reach, bool unfilled = false,
-                     double margin = 0.0) const;
+  double drafting_gain(int64_t seqs, double context, const std::vector<double>& reach, bool unfilled = false) const;
   // Where every step fills: counts the candidates' failed plans (the `estimated` plan priced below k = 0
   // without a fill) and retires those with kRetireStreak in a row (see above).
   void retire_by_batch(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
