@@ -1,6 +1,6 @@
 """The adaptive speculation policy alone (mtpserve._C.SpeculationPolicy), driven through whole offline runs with
 made-up step costs and drafts accepted at random: its tokens/s against k = 0 without MTP under the same cost law,
-the steps it drafts, the sequences it retires. No model runs, so it takes seconds and needs no GPU.
+the steps it drafts, the steps that run the MTP fill, the sequences it retires. No model runs, so it takes seconds and needs no GPU.
 
 The cost law is linear like the policy's own model (a fixed step cost, a cost per verify row, a fixed fill
 cost and one per recursion), with the fill paid on every step while any sequence still drafts (a GPU's default:
@@ -60,12 +60,13 @@ def accepted_drafts(drafts: int, p: float, rng: random.Random) -> int:
 
 
 def one_run(policy, k_max: int, first_id: int, batch: int, tokens: int, law: CostLaw, p: float, spread: float,
-            noise: float, rng) -> tuple[float, list[int], int]:
-    """One batch of requests to completion: its seconds under the law, its steps at each k, the sequences retired."""
+            noise: float, rng) -> tuple[float, list[int], int, int]:
+    """One batch of requests to completion: its seconds under the law, its steps at each k, the steps that ran the
+    MTP fill, the sequences retired."""
     left = {first_id + i: tokens for i in range(batch)}
     # Drawn from the sequence's id alone: every method meets the same sequences.
     own_p = {s: min(0.95, random.Random(s).uniform((1 - spread) * p, (1 + spread) * p)) for s in left}
-    retired, seconds, steps_by_k = set(), 0.0, [0] * (k_max + 1)
+    retired, seconds, steps_by_k, filled = set(), 0.0, [0] * (k_max + 1), 0
     while left:
         candidates = [(s, min(k_max, left[s] - 1), 100 + tokens - left[s], False, 0) for s in left if s not in retired]
         emitted = dict.fromkeys(left, 1)
@@ -89,27 +90,30 @@ def one_run(policy, k_max: int, first_id: int, batch: int, tokens: int, law: Cos
         if drafting:
             policy.record_draft(n, n, recursions, recursions * n, draft * rng.lognormvariate(0, noise))
         steps_by_k[step_k] += 1
+        filled += drafting
         for s in list(left):
             left[s] -= emitted[s]
             if left[s] <= 0:
                 del left[s]
-    return seconds, steps_by_k, len(retired)
+    return seconds, steps_by_k, filled, len(retired)
 
 
 def simulate(kind, k_max: int, batch: int, tokens: int, law: CostLaw, p: float, spread: float, noise: float,
              runs: int, seed: int) -> dict:
     rng = random.Random(seed)
     policy = trained_policy(kind, k_max, batch, law, p, rng)
-    seconds, steps_by_k, retired = 0.0, [0] * (k_max + 1), 0
+    seconds, steps_by_k, filled, retired = 0.0, [0] * (k_max + 1), 0, 0
     for r in range(WARMUP_RUNS + runs):
-        run_seconds, run_steps, run_retired = one_run(policy, k_max, r * batch, batch, tokens, law, p, spread, noise,
+        run_seconds, run_steps, run_filled, run_retired = one_run(policy, k_max, r * batch, batch, tokens, law, p, spread, noise,
                                                       rng)
         if r >= WARMUP_RUNS:
             seconds += run_seconds
             steps_by_k = [a + b for a, b in zip(steps_by_k, run_steps)]
+            filled += run_filled
             retired += run_retired
     plain = runs * tokens * law.verify(0, batch)
     return {"vs_k0": plain / seconds, "drafting_steps_per_run": sum(steps_by_k[1:]) / runs,
+            "filled_steps_per_run": filled / runs,
             "retired_share": retired / (runs * batch), "steps_by_k": steps_by_k}
 
 
@@ -131,15 +135,15 @@ def main() -> None:
     law = CostLaw(args.step_ms * 1e-3, 1e-6, 3e-5, args.fill_ms * 1e-3, args.recursion_ms * 1e-3)
     fixed, adaptive = _C.SpeculationPolicyKind.fixed, _C.SpeculationPolicyKind.adaptive
     print("| batch | acceptance | adaptive vs k=0 | fixed k=1 / 2 / 3 vs k=0 | adaptive / best "
-          "| drafting steps per run | retired | steps at k = 0/1/2/3 |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| drafting steps per run | filled steps per run | retired | steps at k = 0/1/2/3 |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for batch in args.batch:
         for p in args.acceptance:
             a = simulate(adaptive, K_MAX, batch, args.tokens, law, p, args.spread, args.noise, args.runs, args.seed)
             f = [simulate(fixed, k, batch, args.tokens, law, p, args.spread, args.noise, args.runs, args.seed)["vs_k0"]
                  for k in range(1, K_MAX + 1)]
             print(f"| {batch} | {p} | {a['vs_k0']:.3f} | {' / '.join(f'{x:.3f}' for x in f)} | "
-                  f"{a['vs_k0'] / max(f + [1.0]):.3f} | {a['drafting_steps_per_run']:.1f} | {a['retired_share']:.2f} | "
+                  f"{a['vs_k0'] / max(f + [1.0]):.3f} | {a['drafting_steps_per_run']:.1f} | {a['filled_steps_per_run']:.1f} | {a['retired_share']:.2f} | "
                   f"{' / '.join(map(str, a['steps_by_k']))} |", flush=True)
 
 

@@ -1,6 +1,7 @@
 #include "engine/acceptance_stats.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace mtpserve {
 
@@ -55,6 +56,16 @@ std::vector<double> AcceptanceStats::sequence(int64_t seq_id) const {
   const Counts& own = it->second;
   for (int64_t j = 0; j < k_max_; ++j) {
     p[j] = (own.accepted[j] + kSequencePrior * p[j]) / (own.tried[j] + kSequencePrior);
+  }
+  return p;
+}
+
+std::vector<double> AcceptanceStats::sequence_low(int64_t seq_id) const {
+  std::vector<double> p = sequence(seq_id);
+  auto it = sequences_.find(seq_id);
+  for (int64_t j = 0; j < k_max_; ++j) {
+    const double weight = (it == sequences_.end() ? 0.0 : it->second.tried[j]) + kSequencePrior;
+    p[j] = std::max(0.0, p[j] - std::sqrt(p[j] * (1 - p[j]) / (weight + 1)));
   }
   return p;
 }

@@ -21,6 +21,9 @@ class AcceptanceStats {
   std::vector<double> engine() const;
   // The sequence's p[j]: its own record shrunk towards the engine-wide estimate.
   std::vector<double> sequence(int64_t seq_id) const;
+  // sequence()'s p[j] less one standard error: what its drafts can be counted on for, on the evidence so far
+  // (a few drafts accepted early on say little).
+  std::vector<double> sequence_low(int64_t seq_id) const;
   // The sequence's own record alone, to judge its drafts by what they did: at the positions where its
   // record weighs less than the prior, its drafts count as accepted (benefit of the doubt).
   std::vector<double> measured(int64_t seq_id) const;

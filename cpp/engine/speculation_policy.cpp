@@ -78,12 +78,14 @@ void SpeculationPolicy::retire_by_batch(const std::vector<DraftCandidate>& candi
     // 1 time in 7 pass: at temperature 1.5 few sequences retired, and adaptive ran at 0.8x of k = 0.) Only drafts
     // that would beat it clearly (by kExemptMargin) restart its streak; narrower ones hold it. (On the H100 drafts
     // accepted 1 time in 4 or 5 passed narrowly now and then, and when each pass restarted the streak the fill
-    // ran for the whole batch until the last of them retired: 0.90x of k = 0 at batch 8 and 32.)
+    // ran for the whole batch until the last of them retired: 0.90x of k = 0 at batch 8 and 32.) Its drafts count
+    // for what its acceptance less one standard error says: a few lucky drafts do not restart its streak.
     int64_t streak = 0;
     if (fails && !c.pinned) {
       const auto it = failing_streak_.find(c.seq_id);
       const int64_t before = it == failing_streak_.end() ? 0 : it->second;
-      const double gain = drafting_gain(load.seqs, load.context, reach[s], /*unfilled=*/true);
+      const double gain = drafting_gain(load.seqs, load.context, reach_of(acceptance_.sequence_low(c.seq_id)),
+                                        /*unfilled=*/true);
       streak = gain > 1 + kExemptMargin ? 0 : gain > 1 ? before : before + 1;
     }
     streaks[c.seq_id] = streak;
