@@ -6,6 +6,9 @@ fill, the sequences retired from drafting and the drafts accepted. Runs of `--ma
 bucket is warm; the short runs after them show after how many steps the sequences retire.
 
   python3 scripts/trace_adaptive_steps.py --devices cuda:0 --dtype bfloat16 --batch 8 --temperature 1.5
+
+With --against-k0 an engine without MTP runs each call too, right after: each line adds both wall times and the
+adaptive engine's target / sampling / drafting milliseconds per step against k = 0's (where the gap goes, run by run).
 """
 import argparse
 
@@ -28,20 +31,35 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=4, help="runs of --max-tokens")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--short", type=int, nargs="*", default=[4, 8, 12, 16, 24, 32], help="then one run of each")
+    parser.add_argument("--against-k0", action="store_true", help="time an engine without MTP on each call too")
     args = parser.parse_args()
     llm = LLM(devices=args.devices, dtype=args.dtype, num_speculative_tokens=args.k_max,
               speculative_policy="adaptive", deferred_fill_positions=args.deferred_fill_positions,
               max_cache_blocks=512)
+    plain = LLM(devices=args.devices, dtype=args.dtype, max_cache_blocks=512) if args.against_k0 else None
     print(f"batch {args.batch}, temperature {args.temperature}, k_max {args.k_max}, "
           f"deferred_fill_positions {llm.core.args.deferred_fill_positions}")
     for tokens in [8] + [args.max_tokens] * args.runs + args.short:  # a short first run: most of the bucket's warm-up
         params = SamplingParams(temperature=args.temperature, max_tokens=tokens, ignore_eos=True)
-        _, _, before, after, _ = timed_chat(llm, PROMPTS, args.batch, params)
+        _, wall, before, after, _ = timed_chat(llm, PROMPTS, args.batch, params)
         c = counters(before, after)
-        print(f"max_tokens {tokens:4d}: steps {c['steps']:4d}, decode steps by k {c['steps_by_k']}, "
-              f"fill skipped {c['fill_skipped_steps']:4d}, retired {c['retired']}, "
-              f"drafts accepted {c['accepted_tokens']}/{c['draft_tokens']}", flush=True)
-    llm.shutdown()
+        line = (f"max_tokens {tokens:4d}: steps {c['steps']:4d}, decode steps by k {c['steps_by_k']}, "
+                f"fill skipped {c['fill_skipped_steps']:4d}, retired {c['retired']}, "
+                f"drafts accepted {c['accepted_tokens']}/{c['draft_tokens']}")
+        if plain:
+            _, plain_wall, plain_before, plain_after, _ = timed_chat(plain, PROMPTS, args.batch, params)
+            line += (f", wall {1e3 * wall:.1f} ms against k = 0's {1e3 * plain_wall:.1f} ({plain_wall / wall:.3f}x), ms per "
+                     f"step target / sampling / drafting {per_step(before, after)} against {per_step(plain_before, plain_after)}")
+        print(line, flush=True)
+    for engine in (llm, plain):
+        if engine:
+            engine.shutdown()
+
+
+def per_step(before, after) -> str:
+    steps = after.steps - before.steps
+    return " / ".join(f"{1e3 * (getattr(after, name) - getattr(before, name)) / steps:.3f}"
+                      for name in ("target_seconds", "sample_seconds", "draft_seconds"))
 
 
 if __name__ == "__main__":
