@@ -68,7 +68,9 @@ def one_run(policy, k_max: int, first_id: int, batch: int, tokens: int, law: Cos
     own_p = {s: min(0.95, random.Random(s).uniform((1 - spread) * p, (1 + spread) * p)) for s in left}
     retired, seconds, steps_by_k, filled = set(), 0.0, [0] * (k_max + 1), 0
     while left:
-        candidates = [(s, min(k_max, left[s] - 1), 100 + tokens - left[s], False, 0) for s in left if s not in retired]
+        # One sampling class for all (as at one temperature): the class's record builds up over the runs.
+        candidates = [(s, min(k_max, left[s] - 1), 100 + tokens - left[s], False, 0, 1) for s in left
+                      if s not in retired]
         emitted = dict.fromkeys(left, 1)
         step_k, drafting = 0, False
         if candidates:

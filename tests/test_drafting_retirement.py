@@ -106,6 +106,29 @@ def test_where_every_step_fills_sequences_whose_drafts_are_accepted_never_retire
         llm.shutdown()
 
 
+def test_where_every_step_fills_new_requests_of_a_class_whose_drafts_fail_retire_before_their_prompts_fill(
+        tiny_model_dir, expected):
+    """Greedy requests whose drafts are all rejected teach the greedy class's record that its drafts fail. Once it
+    weighs enough, a new greedy request retires at its first plan, before its prompt's MTP fill, instead of after a
+    streak of 6 failed plans: the MTP layer runs on at most 3 of a batch's steps (7 where each retires by its streak).
+    (A batch's first request may step alone at first, in a batch size whose warm-up is not over: such a plan does
+    not retire.) Output stays k = 0's."""
+    llm = retiring_llm(tiny_model_dir, deferred_fill_positions=0, max_tokens_per_batch=512)
+    try:
+        filled = []
+        for batch in range(6):
+            for i, out in enumerate(expected):
+                llm.core.engine.override_drafts(str(4 * batch + i), wrong(out))
+            before = llm.stats()
+            outs = llm.generate(BATCHES[4], LONG)
+            after = llm.stats()
+            assert tokens(outs) == expected
+            filled.append((after.steps - before.steps) - (after.fill_skipped_steps - before.fill_skipped_steps))
+        assert filled[1] >= 6 and all(f <= 3 for f in filled[4:]), filled
+    finally:
+        llm.shutdown()
+
+
 @pytest.mark.parametrize("deferred", [4, 0], ids=["stash-full", "every-step-fills"])
 def test_once_every_sequence_retired_steps_do_no_drafting_work(deferred):
     """A step whose sequences have all retired runs no drafting at all (no MTP forward, no policy, no drafting

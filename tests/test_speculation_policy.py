@@ -310,6 +310,27 @@ def test_where_every_step_fills_a_few_lucky_drafts_do_not_restart_a_streak():
     assert plans[-1][2] == [True] * 8
 
 
+def test_where_every_step_fills_a_new_sequence_of_a_class_whose_drafts_fail_retires_at_its_first_plan():
+    """Once a sampling class's record weighs enough and says (even one standard error high) that its drafts would not
+    beat a step without MTP, a new sequence of that class retires at its first plan, before its prompt's fill; one of
+    another class does not. Each such sequence weighs the record down, so that after some 200 of them the class's
+    new sequences draft again and measure it anew."""
+    hot, greedy = 16, 0
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    past_warmup(policy, candidates(8))
+    feed_costs(policy, 8, per_row=1e-6, draft_fixed=3e-4, per_recursion=2e-4)
+    policy.plan([(i, K_MAX, 100, False, 0, hot) for i in range(8)])
+    for seq_id in range(8):
+        feed_acceptance(policy, seq_id, 0, times=20)
+    first = policy.plan([(100 + i, K_MAX, 100, False, 0, hot) for i in range(7)] + [(200, K_MAX, 100, False, 0, greedy)])
+    assert first[2] == [True] * 7 + [False]
+    taken = 7
+    while all(policy.plan([(1000 + taken + i, K_MAX, 100, False, 0, hot) for i in range(8)])[2]):
+        taken += 8
+        assert taken < 400
+    assert taken > 100
+
+
 def test_probes_skip_a_sequence_whose_drafts_fail():
     """Probes (one of these 50 plans) draft uniformly, but not for a sequence whose measured acceptance
     makes drafting not pay: that would only catch up its waiting positions."""

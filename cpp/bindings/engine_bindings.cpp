@@ -67,17 +67,19 @@ void bind_policy(py::module_& m) {
       .def_property_readonly_static("retire_streak", [](py::object) { return SpeculationPolicy::kRetireStreak; })
       .def(
           "plan",
-          [](SpeculationPolicy& p, const std::vector<std::tuple<int64_t, int64_t, int64_t, bool, int64_t>>& candidates,
-             int64_t retired_seqs, int64_t retired_context) {
+          [](SpeculationPolicy& p, const std::vector<py::tuple>& candidates, int64_t retired_seqs,
+             int64_t retired_context) {
             std::vector<DraftCandidate> c;
-            for (const auto& [id, budget, context, pinned, stashed] : candidates) {
-              c.push_back({id, budget, context, pinned, stashed});
+            for (const auto& t : candidates) {
+              c.push_back({t[0].cast<int64_t>(), t[1].cast<int64_t>(), t[2].cast<int64_t>(), t[3].cast<bool>(),
+                           t[4].cast<int64_t>(), t.size() > 5 ? t[5].cast<int64_t>() : -1});
             }
             const DraftPlan plan = p.plan(c, {retired_seqs, retired_context});
             return std::make_tuple(plan.step_k, plan.drafts, plan.retire, plan.drop, plan.defer);
           },
           py::arg("candidates"), py::arg("retired_seqs") = 0, py::arg("retired_context") = 0,
-          "candidates: (seq_id, budget, context, pinned, stashed positions) each, beside retired_seqs retired "
+          "candidates: (seq_id, budget, context, pinned, stashed positions[, sampling class]) each, beside "
+          "retired_seqs retired "
           "sequences; returns (step k, drafts of each, retired or not each, waiting positions dropped or not each, "
           "fill deferred or not each)")
       .def("force_schedule", &SpeculationPolicy::force_schedule, py::arg("schedule"),

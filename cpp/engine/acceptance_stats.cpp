@@ -16,6 +16,11 @@ constexpr double kSequenceForget = 0.9;
 constexpr double kSequencePrior = 4.0;
 // Before any observation: one pseudo-observation at even odds.
 constexpr double kEnginePrior = 1.0;
+// A class's record is taken at its word from this many verifications of draft 1 (a batch of 32 retiring after
+// its first 6 steps leaves some 190); each new sequence that takes it scales the record by kClassLean, so that
+// where all of them do, the class is measured again after some 200 sequences.
+constexpr double kClassKnown = 64.0;
+constexpr double kClassLean = 0.995;
 
 }  // namespace
 
@@ -37,9 +42,40 @@ void AcceptanceStats::record(int64_t seq_id, int64_t drafts, int64_t accepted) {
   auto [it, added] = sequences_.try_emplace(seq_id);
   if (added) it->second = {std::vector<double>(k_max_, 0.0), std::vector<double>(k_max_, 0.0)};
   observe(it->second, kSequenceForget, drafts, accepted);
+  if (const auto cls = class_of_.find(seq_id); cls != class_of_.end()) {
+    auto [counts, fresh] = classes_.try_emplace(cls->second);
+    if (fresh) counts->second = {std::vector<double>(k_max_, 0.0), std::vector<double>(k_max_, 0.0)};
+    observe(counts->second, kEngineForget, drafts, accepted);
+  }
 }
 
-void AcceptanceStats::forget(int64_t seq_id) { sequences_.erase(seq_id); }
+void AcceptanceStats::forget(int64_t seq_id) {
+  sequences_.erase(seq_id);
+  class_of_.erase(seq_id);
+}
+
+void AcceptanceStats::classify(int64_t seq_id, int64_t sampling_class) { class_of_[seq_id] = sampling_class; }
+
+std::optional<std::vector<double>> AcceptanceStats::class_high(int64_t sampling_class) const {
+  const auto it = classes_.find(sampling_class);
+  if (it == classes_.end() || it->second.tried[0] < kClassKnown) return std::nullopt;
+  const Counts& counts = it->second;
+  std::vector<double> p(k_max_);
+  for (int64_t j = 0; j < k_max_; ++j) {
+    const double mean = (counts.accepted[j] + 0.5 * kEnginePrior) / (counts.tried[j] + kEnginePrior);
+    p[j] = std::min(1.0, mean + std::sqrt(mean * (1 - mean) / (counts.tried[j] + 1)));
+  }
+  return p;
+}
+
+void AcceptanceStats::lean_on_class(int64_t sampling_class) {
+  const auto it = classes_.find(sampling_class);
+  if (it == classes_.end()) return;
+  for (int64_t j = 0; j < k_max_; ++j) {
+    it->second.tried[j] *= kClassLean;
+    it->second.accepted[j] *= kClassLean;
+  }
+}
 
 std::vector<double> AcceptanceStats::engine() const {
   std::vector<double> p(k_max_);

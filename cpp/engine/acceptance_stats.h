@@ -4,6 +4,7 @@
 // text change); a sequence's estimate leans on the engine-wide one until it has its own record,
 // so a new sequence starts from the engine's experience.
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -31,6 +32,16 @@ class AcceptanceStats {
   // it is shrunk towards.
   bool knows(int64_t seq_id) const;
 
+  // A sequence's sampling class (SpeculationPolicy::sampling_class): its verifications from now on also count
+  // towards its class's record, which forgets like the engine-wide one.
+  void classify(int64_t seq_id, int64_t sampling_class);
+  // The class's p[j] plus one standard error, once its record of draft 1 weighs kClassKnown verifications;
+  // before that, none.
+  std::optional<std::vector<double>> class_high(int64_t sampling_class) const;
+  // A new sequence of the class took its word instead of drafting (SpeculationPolicy): the class's record weighs
+  // a little less, so that where every new sequence takes it, the class is measured again before long.
+  void lean_on_class(int64_t sampling_class);
+
  private:
   struct Counts {
     std::vector<double> tried, accepted;  // forgetting sums per position
@@ -40,6 +51,8 @@ class AcceptanceStats {
   int64_t k_max_;
   Counts engine_;
   std::unordered_map<int64_t, Counts> sequences_;
+  std::unordered_map<int64_t, int64_t> class_of_;  // by sequence id
+  std::unordered_map<int64_t, Counts> classes_;
 };
 
 }  // namespace mtpserve

@@ -561,7 +561,8 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
     if (input.num_samples[i] > 0 && draft_budget(seq) > 0) {
       const bool pinned = seq.params.seed.has_value() && !seq.params.greedy();
       const int64_t stashed = stash_ ? stash_->count(seq.id) : 0;
-      candidates.push_back({seq.id, draft_budget(seq), seq.num_tokens(), pinned, stashed});
+      candidates.push_back({seq.id, draft_budget(seq), seq.num_tokens(), pinned, stashed,
+                            SpeculationPolicy::sampling_class(seq.params.greedy(), seq.params.temperature)});
       candidate_request.push_back(requests.size() - 1);
     }
   }

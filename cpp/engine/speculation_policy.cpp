@@ -1,6 +1,7 @@
 #include "engine/speculation_policy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -22,6 +23,10 @@ SpeculationPolicy::SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, 
     : kind_(kind), k_max_(k_max), fill_every_(fill_every), acceptance_(k_max) {
   if (k_max < 1) throw std::invalid_argument("SpeculationPolicy needs k_max >= 1");
   if (fill_every < 1) throw std::invalid_argument("SpeculationPolicy needs fill_every >= 1");
+}
+
+int64_t SpeculationPolicy::sampling_class(bool greedy, double temperature) {
+  return greedy ? 0 : 1 + std::lround(10 * temperature);
 }
 
 DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates, NonDrafting others) {
@@ -72,6 +77,16 @@ void SpeculationPolicy::retire_by_batch(const std::vector<DraftCandidate>& candi
   std::unordered_map<int64_t, int64_t> streaks;  // the candidates' only: a finished sequence's goes
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
+    if (c.sampling_class >= 0) acceptance_.classify(c.seq_id, c.sampling_class);
+    if (!c.pinned && c.sampling_class >= 0 && !acceptance_.knows(c.seq_id)) {
+      const auto high = acceptance_.class_high(c.sampling_class);
+      if (high && drafting_gain(load.seqs, load.context, reach_of(*high), /*unfilled=*/true) <= 1) {
+        acceptance_.lean_on_class(c.sampling_class);
+        plan.drafts[s] = 0;
+        plan.retire[s] = true;
+        continue;
+      }
+    }
     // A sequence whose drafts would beat a step without MTP, were every sequence's like its own, does not count: the
     // batch fails for the others' drafts, and retiring it would cost it its drafts for the rest of its life, after
     // they have gone. (Against k = 0 as it runs, fill included, a GPU's nearly free verify rows let drafts accepted

@@ -51,7 +51,12 @@
 // half the runs, and all four retired: the accepted ones then decoded their remaining 150 tokens at one a
 // step); only drafts that would beat it clearly (by kExemptMargin) restart the streak, narrower ones hold it (on
 // a GPU, where verify rows are nearly free, drafts accepted 1 time in 4 or 5 passed narrowly now and then, each
-// pass restarting a streak while the fill ran for the whole batch). The drafts are judged by their acceptance
+// pass restarting a streak while the fill ran for the whole batch). A sequence whose own acceptance is not yet
+// known and whose sampling class's record (AcceptanceStats::class_high: greedy, or its temperature) says, even one
+// standard error high, that such drafts would not beat a step without MTP retires at once, at its first plan
+// before its prompt's fill: on the H100 at
+// temperature 1.5 the prompt's fill and the 6 steps before retirement cost 3-5% of a 128-token request. Each such
+// sequence weighs the class's record down a little, so that the class is measured again now and then. The drafts are judged by their acceptance
 // less one standard error (AcceptanceStats::sequence_low), not by the estimate: on the H100 at temperature 1.5
 // sequences whose first few drafts happened to be accepted passed, and kept the fill running for a batch of 32 on
 // 10-30 steps after the others were ready to retire. The batch as a
@@ -80,6 +85,8 @@ struct DraftCandidate {
   // drafts each of its steps verifies, and must not depend on what else runs.
   bool pinned = false;
   int64_t stashed = 0;  // positions whose fill waits (deferred): a full stash may retire the sequence
+  // Sequences whose drafts tend to fare alike (SpeculationPolicy::sampling_class); -1: none.
+  int64_t sampling_class = -1;
 };
 
 // The step's decoding sequences the policy does not plan for (retired): a row each.
@@ -120,6 +127,9 @@ class SpeculationPolicy {
 
   // fill_every: 1 where every step fills; else the most steps a fill is deferred by.
   SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, int64_t fill_every = 1);
+
+  // Greedy sequences form one class; sampled ones one per tenth of temperature (1.5: class 16).
+  static int64_t sampling_class(bool greedy, double temperature);
 
   DraftPlan plan(const std::vector<DraftCandidate>& candidates, NonDrafting others = {});
   // Tests only: the step's k of plan i is schedule[i % size] (within budgets, pinned or not), whatever
