@@ -1,6 +1,7 @@
 """The adaptive speculation policy alone (mtpserve._C.SpeculationPolicy), driven through whole offline runs with
 made-up step costs and drafts accepted at random: its tokens/s against k = 0 without MTP under the same cost law,
-the steps it drafts, the steps that run the MTP fill, the sequences it retires. No model runs, so it takes seconds and needs no GPU.
+the steps it drafts, the steps that run the MTP fill, the sequences it retires. No model runs, so it takes seconds
+and needs no GPU.
 
 The cost law is linear like the policy's own model (a fixed step cost, a cost per verify row, a fixed fill
 cost and one per recursion), with the fill paid on every step while any sequence still drafts (a GPU's default:
@@ -106,8 +107,8 @@ def simulate(kind, k_max: int, batch: int, tokens: int, law: CostLaw, p: float, 
     policy = trained_policy(kind, k_max, batch, law, p, rng)
     seconds, steps_by_k, filled, retired = 0.0, [0] * (k_max + 1), 0, 0
     for r in range(WARMUP_RUNS + runs):
-        run_seconds, run_steps, run_filled, run_retired = one_run(policy, k_max, r * batch, batch, tokens, law, p, spread, noise,
-                                                      rng)
+        run_seconds, run_steps, run_filled, run_retired = one_run(policy, k_max, r * batch, batch, tokens, law, p,
+                                                                  spread, noise, rng)
         if r >= WARMUP_RUNS:
             seconds += run_seconds
             steps_by_k = [a + b for a, b in zip(steps_by_k, run_steps)]
@@ -145,7 +146,8 @@ def main() -> None:
             f = [simulate(fixed, k, batch, args.tokens, law, p, args.spread, args.noise, args.runs, args.seed)["vs_k0"]
                  for k in range(1, K_MAX + 1)]
             print(f"| {batch} | {p} | {a['vs_k0']:.3f} | {' / '.join(f'{x:.3f}' for x in f)} | "
-                  f"{a['vs_k0'] / max(f + [1.0]):.3f} | {a['drafting_steps_per_run']:.1f} | {a['filled_steps_per_run']:.1f} | {a['retired_share']:.2f} | "
+                  f"{a['vs_k0'] / max(f + [1.0]):.3f} | {a['drafting_steps_per_run']:.1f} | "
+                  f"{a['filled_steps_per_run']:.1f} | {a['retired_share']:.2f} | "
                   f"{' / '.join(map(str, a['steps_by_k']))} |", flush=True)
 
 

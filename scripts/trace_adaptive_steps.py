@@ -48,8 +48,9 @@ def main() -> None:
                 f"drafts accepted {c['accepted_tokens']}/{c['draft_tokens']}")
         if plain:
             _, plain_wall, plain_before, plain_after, _ = timed_chat(plain, PROMPTS, args.batch, params)
-            line += (f", wall {1e3 * wall:.1f} ms against k = 0's {1e3 * plain_wall:.1f} ({plain_wall / wall:.3f}x), ms per "
-                     f"step target / sampling / drafting {per_step(before, after)} against {per_step(plain_before, plain_after)}")
+            line += (f", wall {1e3 * wall:.1f} ms against k = 0's {1e3 * plain_wall:.1f} ({plain_wall / wall:.3f}x), "
+                     f"ms per step target / sampling / drafting {per_step(before, after)} "
+                     f"against {per_step(plain_before, plain_after)}")
         print(line, flush=True)
     for engine in (llm, plain):
         if engine:

@@ -322,7 +322,8 @@ def test_where_every_step_fills_a_new_sequence_of_a_class_whose_drafts_fail_reti
     policy.plan([(i, K_MAX, 100, False, 0, hot) for i in range(8)])
     for seq_id in range(8):
         feed_acceptance(policy, seq_id, 0, times=20)
-    first = policy.plan([(100 + i, K_MAX, 100, False, 0, hot) for i in range(7)] + [(200, K_MAX, 100, False, 0, greedy)])
+    first = policy.plan([(100 + i, K_MAX, 100, False, 0, hot) for i in range(7)]
+                        + [(200, K_MAX, 100, False, 0, greedy)])
     assert first[2] == [True] * 7 + [False]
     taken = 7
     while all(policy.plan([(1000 + taken + i, K_MAX, 100, False, 0, hot) for i in range(8)])[2]):

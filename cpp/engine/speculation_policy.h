@@ -51,15 +51,15 @@
 // half the runs, and all four retired: the accepted ones then decoded their remaining 150 tokens at one a
 // step); only drafts that would beat it clearly (by kExemptMargin) restart the streak, narrower ones hold it (on
 // a GPU, where verify rows are nearly free, drafts accepted 1 time in 4 or 5 passed narrowly now and then, each
-// pass restarting a streak while the fill ran for the whole batch). A sequence whose own acceptance is not yet
-// known and whose sampling class's record (AcceptanceStats::class_high: greedy, or its temperature) says, even one
-// standard error high, that such drafts would not beat a step without MTP retires at once, at its first plan
-// before its prompt's fill: on the H100 at
-// temperature 1.5 the prompt's fill and the 6 steps before retirement cost 3-5% of a 128-token request. Each such
-// sequence weighs the class's record down a little, so that the class is measured again now and then. The drafts are judged by their acceptance
+// pass restarting a streak while the fill ran for the whole batch). The drafts are judged by their acceptance
 // less one standard error (AcceptanceStats::sequence_low), not by the estimate: on the H100 at temperature 1.5
 // sequences whose first few drafts happened to be accepted passed, and kept the fill running for a batch of 32 on
-// 10-30 steps after the others were ready to retire. The batch as a
+// 10-30 steps after the others were ready to retire. A sequence whose own acceptance is not yet known, and whose
+// sampling class's record (AcceptanceStats::class_high: greedy, or its temperature) says even one standard error
+// high that such drafts would not beat a step without MTP, retires at once: at its first plan, before its prompt's
+// fill (on the H100 at temperature 1.5 the prompt's fill and the 6 steps before retirement cost 3-5% of a
+// 128-token request). Each such sequence weighs the class's record down a little, so that the class is measured
+// again now and then. The batch as a
 // whole, not each sequence against its own break-even: while any sequence still drafts the fill runs anyway
 // (one graph for the batch), and retiring a sequence whose drafts pay at that marginal cost lost it its
 // drafts for nothing (a greedy GPU sweep fell from 5 of 8 to 2 of 8 concurrencies within 0.95x of the best
