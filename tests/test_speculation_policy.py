@@ -43,6 +43,14 @@ def past_warmup(policy, batch):
         policy.plan(batch)
 
 
+def gpu_like_policy():
+    """Every step fills, batches of 8 past their warm-up, and verify rows nearly free: a GPU's costs."""
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    past_warmup(policy, candidates(8))
+    feed_costs(policy, 8, per_row=1e-6, draft_fixed=3e-4, per_recursion=2e-4)
+    return policy
+
+
 def test_warmup_cycles_k_in_each_batch_size_bucket_and_probes_recur():
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     batch = candidates(4)
@@ -271,9 +279,7 @@ def test_where_every_step_fills_drafts_that_would_pay_only_narrowly_hold_a_strea
     streak = _C.SpeculationPolicy.retire_streak
 
     def failing_batch():
-        policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
-        past_warmup(policy, candidates(8))
-        feed_costs(policy, 8, per_row=1e-6, draft_fixed=3e-4, per_recursion=2e-4)
+        policy = gpu_like_policy()
         for seq_id in range(7):
             feed_acceptance(policy, seq_id, 0, times=20)
         feed_acceptance(policy, 7, 3, times=20)
@@ -299,9 +305,7 @@ def test_where_every_step_fills_a_few_lucky_drafts_do_not_restart_a_streak():
     its acceptance less one standard error does not, so it counts failed plans and retires with the others. (On the
     H100 at temperature 1.5, such sequences kept the fill running for a batch of 32 long after the rest could
     retire.)"""
-    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
-    past_warmup(policy, candidates(8))
-    feed_costs(policy, 8, per_row=1e-6, draft_fixed=3e-4, per_recursion=2e-4)
+    policy = gpu_like_policy()
     for seq_id in range(7):
         feed_acceptance(policy, seq_id, 0, times=20)
     for accepted in (0, 0, 1, 1, 1):
@@ -316,9 +320,7 @@ def test_where_every_step_fills_a_new_sequence_of_a_class_whose_drafts_fail_reti
     another class does not. Each such sequence weighs the record down, so that after some 200 of them the class's
     new sequences draft again and measure it anew."""
     hot, greedy = 16, 0
-    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
-    past_warmup(policy, candidates(8))
-    feed_costs(policy, 8, per_row=1e-6, draft_fixed=3e-4, per_recursion=2e-4)
+    policy = gpu_like_policy()
     policy.plan([(i, K_MAX, 100, False, 0, hot) for i in range(8)])
     for seq_id in range(8):
         feed_acceptance(policy, seq_id, 0, times=20)

@@ -22,6 +22,9 @@ constexpr double kEnginePrior = 1.0;
 constexpr double kClassKnown = 64.0;
 constexpr double kClassLean = 0.995;
 
+// One standard error of an acceptance p estimated from `weight` verifications.
+double standard_error(double p, double weight) { return std::sqrt(p * (1 - p) / (weight + 1)); }
+
 }  // namespace
 
 AcceptanceStats::AcceptanceStats(int64_t k_max)
@@ -37,15 +40,25 @@ void AcceptanceStats::observe(Counts& counts, double forget, int64_t drafts, int
   }
 }
 
+AcceptanceStats::Counts& AcceptanceStats::entry(std::unordered_map<int64_t, Counts>& records, int64_t key) const {
+  auto [it, added] = records.try_emplace(key);
+  if (added) it->second = {std::vector<double>(k_max_, 0.0), std::vector<double>(k_max_, 0.0)};
+  return it->second;
+}
+
+std::vector<double> AcceptanceStats::mean(const Counts& counts) const {
+  std::vector<double> p(k_max_);
+  for (int64_t j = 0; j < k_max_; ++j) {
+    p[j] = (counts.accepted[j] + 0.5 * kEnginePrior) / (counts.tried[j] + kEnginePrior);
+  }
+  return p;
+}
+
 void AcceptanceStats::record(int64_t seq_id, int64_t drafts, int64_t accepted) {
   observe(engine_, kEngineForget, drafts, accepted);
-  auto [it, added] = sequences_.try_emplace(seq_id);
-  if (added) it->second = {std::vector<double>(k_max_, 0.0), std::vector<double>(k_max_, 0.0)};
-  observe(it->second, kSequenceForget, drafts, accepted);
+  observe(entry(sequences_, seq_id), kSequenceForget, drafts, accepted);
   if (const auto cls = class_of_.find(seq_id); cls != class_of_.end()) {
-    auto [counts, fresh] = classes_.try_emplace(cls->second);
-    if (fresh) counts->second = {std::vector<double>(k_max_, 0.0), std::vector<double>(k_max_, 0.0)};
-    observe(counts->second, kEngineForget, drafts, accepted);
+    observe(entry(classes_, cls->second), kEngineForget, drafts, accepted);
   }
 }
 
@@ -59,12 +72,8 @@ void AcceptanceStats::classify(int64_t seq_id, int64_t sampling_class) { class_o
 std::optional<std::vector<double>> AcceptanceStats::class_high(int64_t sampling_class) const {
   const auto it = classes_.find(sampling_class);
   if (it == classes_.end() || it->second.tried[0] < kClassKnown) return std::nullopt;
-  const Counts& counts = it->second;
-  std::vector<double> p(k_max_);
-  for (int64_t j = 0; j < k_max_; ++j) {
-    const double mean = (counts.accepted[j] + 0.5 * kEnginePrior) / (counts.tried[j] + kEnginePrior);
-    p[j] = std::min(1.0, mean + std::sqrt(mean * (1 - mean) / (counts.tried[j] + 1)));
-  }
+  std::vector<double> p = mean(it->second);
+  for (int64_t j = 0; j < k_max_; ++j) p[j] = std::min(1.0, p[j] + standard_error(p[j], it->second.tried[j]));
   return p;
 }
 
@@ -77,13 +86,7 @@ void AcceptanceStats::lean_on_class(int64_t sampling_class) {
   }
 }
 
-std::vector<double> AcceptanceStats::engine() const {
-  std::vector<double> p(k_max_);
-  for (int64_t j = 0; j < k_max_; ++j) {
-    p[j] = (engine_.accepted[j] + 0.5 * kEnginePrior) / (engine_.tried[j] + kEnginePrior);
-  }
-  return p;
-}
+std::vector<double> AcceptanceStats::engine() const { return mean(engine_); }
 
 std::vector<double> AcceptanceStats::sequence(int64_t seq_id) const {
   std::vector<double> p = engine();
@@ -101,7 +104,7 @@ std::vector<double> AcceptanceStats::sequence_low(int64_t seq_id) const {
   auto it = sequences_.find(seq_id);
   for (int64_t j = 0; j < k_max_; ++j) {
     const double weight = (it == sequences_.end() ? 0.0 : it->second.tried[j]) + kSequencePrior;
-    p[j] = std::max(0.0, p[j] - std::sqrt(p[j] * (1 - p[j]) / (weight + 1)));
+    p[j] = std::max(0.0, p[j] - standard_error(p[j], weight));
   }
   return p;
 }
