@@ -50,14 +50,20 @@ def counters(before, after) -> dict:
             **spec}
 
 
+def ms_per_step(before, after) -> dict:
+    """Milliseconds per step of the target forward, the sampling and the drafting between two `stats()` snapshots."""
+    steps = after.steps - before.steps
+    return {name: (getattr(after, name) - getattr(before, name)) / steps * 1e3
+            for name in ("target_seconds", "sample_seconds", "draft_seconds")}
+
+
 def run(llm: LLM, batch: int, max_tokens: int, temperature: float) -> dict:
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=True)
     timed_chat(llm, PROMPTS, 1, SamplingParams(temperature=temperature, max_tokens=8, ignore_eos=True))  # warm-up
     _, elapsed, before, after, generated = timed_chat(llm, PROMPTS, batch, params)
     c = counters(before, after)
     drafts, draft_tokens, accepted = c.pop("drafts"), c.pop("draft_tokens"), c.pop("accepted_tokens")
-    per_step = {name: (getattr(after, name) - getattr(before, name)) / c["steps"] * 1e3
-                for name in ("target_seconds", "sample_seconds", "draft_seconds")}
+    per_step = ms_per_step(before, after)
     return {"batch": batch, "tokens_per_s": generated / elapsed, "seconds": elapsed, **c,
             "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
             "mean_acceptance_length": 1 + accepted / drafts if drafts else None,

@@ -12,7 +12,7 @@ adaptive engine's target / sampling / drafting milliseconds per step against k =
 """
 import argparse
 
-from bench_offline import counters, timed_chat
+from bench_offline import counters, ms_per_step, timed_chat
 from mtpserve import LLM, SamplingParams
 
 PROMPTS = ["Tell me about the sea.", "Write a haiku about autumn.", "Explain how a transistor works.",
@@ -58,9 +58,7 @@ def main() -> None:
 
 
 def per_step(before, after) -> str:
-    steps = after.steps - before.steps
-    return " / ".join(f"{1e3 * (getattr(after, name) - getattr(before, name)) / steps:.3f}"
-                      for name in ("target_seconds", "sample_seconds", "draft_seconds"))
+    return " / ".join(f"{ms:.3f}" for ms in ms_per_step(before, after).values())
 
 
 if __name__ == "__main__":
