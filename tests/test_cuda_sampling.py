@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from mtpserve import _C
-from test_sampling_kernels import COLUMNS, CHOICES, random_batch, random_probs, reference_draw, uniform
+from test_sampling_kernels import (COLUMNS, CHOICES, assert_rows_do_not_depend_on_their_batch, random_batch,
+                                   random_probs, reference_draw, uniform)
 
 pytestmark = pytest.mark.cuda
 if not torch.cuda.is_available():
@@ -104,6 +105,11 @@ def test_sampling_probs_is_close_to_the_cpu_kernel():
     same_support = ((gpu > 0) == (cpu > 0)).all(1)
     assert int((~same_support).sum()) <= 2
     torch.testing.assert_close(gpu[same_support], cpu[same_support], atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("vocab", [8192, 129280])
+def test_a_rows_gpu_probabilities_do_not_depend_on_what_the_rest_of_its_batch_uses(vocab):
+    assert_rows_do_not_depend_on_their_batch(24, vocab, DEVICE)
 
 
 def test_gpu_probs_sample_what_the_cpu_samples_from_them():

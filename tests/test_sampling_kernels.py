@@ -120,10 +120,11 @@ def random_batch(rows: int, vocab: int, choices: dict, seed: int):
     return logits, columns, history
 
 
-def sampling_probs(logits, columns, history):
+def sampling_probs(logits, columns, history, device="cpu"):
     tokens = torch.tensor([t for h in history for t in h], dtype=torch.long)
     rows = torch.tensor([r for r, h in enumerate(history) for _ in h], dtype=torch.long)
-    return _C.sampling_probs(logits, *(columns[name] for name in COLUMNS), tokens, rows)
+    args = [logits] + [columns[name] for name in COLUMNS] + [tokens, rows]
+    return _C.sampling_probs(*(a.to(device) for a in args)).cpu()
 
 
 def assert_same_probs(got, want):
@@ -157,6 +158,20 @@ def test_sampling_probs_without_penalty_tokens_and_greedy_ties():
     got = _C.sampling_probs(logits, *(columns[name] for name in COLUMNS), empty, empty)
     assert int(got[0].argmax()) == 4 and got[0, 4] == 1 and got[0].sum() == 1
     torch.testing.assert_close(got[1:], torch.softmax(logits[1:], -1))
+
+
+def assert_rows_do_not_depend_on_their_batch(rows, vocab, device):
+    # Rows without top-k, top-p or min-p skip the sort; whether the batch sorts for other rows must not
+    # change their bits (nor the filtered rows' bits, whatever stages the rest of the batch leaves out).
+    logits, columns, history = random_batch(rows, vocab, CHOICES, seed=11)
+    batch = sampling_probs(logits, columns, history, device)
+    for i in range(rows):
+        one = {name: c[i : i + 1] for name, c in columns.items()}
+        assert torch.equal(sampling_probs(logits[i : i + 1], one, history[i : i + 1], device)[0], batch[i]), f"row {i}"
+
+
+def test_a_rows_probabilities_do_not_depend_on_what_the_rest_of_its_batch_uses():
+    assert_rows_do_not_depend_on_their_batch(40, 1000, "cpu")
 
 
 def test_sampling_probs_rejects_columns_of_the_wrong_length():

@@ -92,7 +92,11 @@ void bind_sampling_kernels(py::module_& m, bool bi) {
         s.repetition_penalty = at::ones_like(temperature);  // the engine's own tests cover the rest
         s.prompt_tokens = s.prompt_rows = s.bias_tokens = s.bias_rows = at::empty({0}, penalty_tokens.options());
         s.bias_values = at::empty({0}, temperature.options());
-        s.all_greedy = (temperature == 0).all().item<bool>();
+        // Column by column, so that sampling_probs itself reports columns of the wrong length.
+        const auto any = [](const at::Tensor& rows) { return rows.any().item<bool>(); };
+        s.stages = {.sampled = any(temperature != 0), .greedy = any(temperature == 0),
+                    .top_k = any((top_k > 0) & (top_k < logits.size(-1))), .top_p = any(top_p < 1.0),
+                    .min_p = any(min_p > 0.0)};
         return ops(logits, bi).sampling_probs(logits, s);
       },
       py::arg("logits"), py::arg("temperature"), py::arg("top_k"), py::arg("top_p"), py::arg("min_p"),

@@ -78,6 +78,22 @@ HostBatch collect(const std::vector<SampleRequest>& requests, int64_t rows, int6
   return b;
 }
 
+kernels::SamplingStages stages_of(const std::vector<SampleRequest>& requests, int64_t vocab) {
+  kernels::SamplingStages stages{.sampled = false, .greedy = false, .top_k = false, .top_p = false, .min_p = false};
+  for (const auto& r : requests) {
+    const SamplingParams& p = *r.params;
+    if (p.greedy()) {
+      stages.greedy = true;
+      continue;
+    }
+    stages.sampled = true;
+    stages.top_k |= p.top_k > 0 && p.top_k < vocab;
+    stages.top_p |= p.top_p < 1.0;
+    stages.min_p |= p.min_p > 0.0;
+  }
+  return stages;
+}
+
 }  // namespace
 
 std::vector<SampledSequence> Sampler::sample(const at::Tensor& logits,
@@ -104,11 +120,9 @@ std::vector<SampledSequence> Sampler::sample_distributions(const at::Tensor& log
                                &b.bias_rows},
                               at::kLong, device_);
   const int64_t seqs = static_cast<int64_t>(requests.size());
-  const bool all_greedy = std::all_of(requests.begin(), requests.end(),
-                                      [](const SampleRequest& r) { return r.params->greedy(); });
   auto probs = ops_->sampling_probs(logits.to(at::kFloat),
                                     {f[0], i[0], f[1], f[2], f[3], f[4], i[1], i[2], f[5], i[9], i[10], i[11], i[12],
-                                     f[6], all_greedy});
+                                     f[6], stages_of(requests, logits.size(1))});
   auto sampled = ops_->sample_and_verify(probs, {i[3], i[4], i[5].view({seqs, max_drafts}), i[6], i[7],
                                                  i[8].to(at::kBool)},
                                          max_drafts);

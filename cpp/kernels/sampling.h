@@ -8,6 +8,16 @@
 
 namespace mtpserve::kernels {
 
+// Which stages some row of the step uses, known on the host: a stage no row uses launches nothing, and
+// no row's result depends on what the others use. All on: every stage runs.
+struct SamplingStages {
+  bool sampled = true;  // a row samples (temperature > 0)
+  bool greedy = true;   // a row is greedy (temperature 0)
+  bool top_k = true;    // a sampled row's top_k is on
+  bool top_p = true;    // a sampled row's top_p is below 1
+  bool min_p = true;    // a sampled row's min_p is above 0
+};
+
 // How each logits row becomes a distribution (one entry per row).
 struct SamplingTensors {
   at::Tensor temperature;        // [rows] float32; 0: greedy
@@ -24,14 +34,15 @@ struct SamplingTensors {
   at::Tensor bias_tokens;         // [b] int64: logit_bias and min_tokens' masks, per row
   at::Tensor bias_rows;           // [b] int64
   at::Tensor bias_values;         // [b] float32: added to the logit (-inf: never sampled)
-  bool all_greedy = false;       // known on the host: every row is greedy, so nothing needs sorting
+  SamplingStages stages;
 };
 
 // [rows, vocab] float32: logits + bias, the repetition penalty on tokens of the prompt or output,
 // - frequency * count - presence * [count > 0], then temperature,
 // top-k, top-p (the smallest prefix of the sorted row whose mass reaches top_p; the first token
-// always stays) and min-p as masks, softmax. Greedy rows are one-hot on the argmax (first index on
-// ties) of their penalised logits.
+// always stays) and min-p as masks, softmax. A row with none of the three on is the softmax of its
+// scaled logits, never sorted. Greedy rows are one-hot on the argmax (first index on ties) of their
+// penalised logits.
 using SamplingProbsFn = at::Tensor (*)(const at::Tensor& logits, const SamplingTensors& s);
 
 // Per sequence: probs rows first_row .. first_row + num_drafts are the target distributions at the

@@ -63,28 +63,42 @@ at::Tensor penalised(const at::Tensor& logits, const SamplingTensors& s) {
          s.presence_penalty.unsqueeze(1) * (counts > 0).to(at::kFloat);
 }
 
-// Temperature, then top-k, top-p and min-p as masks over each sorted row, each mask judged on the
-// softmax after the previous one; probabilities back in vocabulary order. A row whose parameter
-// is off is left untouched by that mask, so the rounding of a cumulative sum never trims it.
-at::Tensor filtered(const at::Tensor& logits, const SamplingTensors& s, const at::Tensor& greedy) {
-  const int64_t vocab = logits.size(1);
-  // Greedy rows (temperature 0) are replaced by their one-hot later: here they divide by 1 and
-  // then become constant, which the sort gets through several times faster than logits.
-  auto temperature = at::where(greedy, at::ones_like(s.temperature), s.temperature).unsqueeze(1);
-  auto scaled = (logits / temperature).masked_fill_(greedy.unsqueeze(1), 0.0);
+// Top-k, top-p and min-p as masks over each sorted row of the scaled logits, each mask judged on the
+// softmax after the previous one; probabilities back in vocabulary order. A row whose parameter is
+// off is left untouched by that mask, so the rounding of a cumulative sum never trims it, and a stage
+// no row uses is skipped without changing any row's bits.
+at::Tensor filtered(const at::Tensor& scaled, const SamplingTensors& s, const at::Tensor& greedy) {
+  const int64_t vocab = scaled.size(1);
+  // Greedy rows are replaced by their one-hot later: constant rows, which the sort gets through
+  // several times faster than logits.
+  const auto rows = s.stages.greedy ? scaled.masked_fill(greedy.unsqueeze(1), 0.0) : scaled;
   // Stable, so tied logits keep vocabulary order on every device and top-k cuts the same ones.
-  auto [sorted, order] = scaled.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true);
-  auto top_k = s.top_k.unsqueeze(1);
-  sorted.masked_fill_((at::arange(vocab, top_k.options()).unsqueeze(0) >= top_k) & (top_k > 0), kNegInf);
-  auto probs = at::softmax(sorted, -1);
-  // Keep the smallest prefix whose mass reaches top_p (the first token always stays).
-  auto top_p = s.top_p.unsqueeze(1);
-  sorted.masked_fill_((at::cumsum(probs, -1) - probs >= top_p) & (top_p < 1.0), kNegInf);
-  probs = at::softmax(sorted, -1);
-  auto min_p = s.min_p.unsqueeze(1);
-  sorted.masked_fill_((probs < probs.narrow(1, 0, 1) * min_p) & (min_p > 0.0), kNegInf);
-  probs = at::softmax(sorted, -1);
-  return at::empty_like(probs).scatter_(1, order, probs);
+  auto [sorted, order] = rows.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true);
+  if (s.stages.top_k) {
+    auto top_k = s.top_k.unsqueeze(1);
+    sorted.masked_fill_((at::arange(vocab, top_k.options()).unsqueeze(0) >= top_k) & (top_k > 0), kNegInf);
+  }
+  if (s.stages.top_p) {
+    // Keep the smallest prefix whose mass reaches top_p (the first token always stays).
+    auto probs = at::softmax(sorted, -1);
+    auto top_p = s.top_p.unsqueeze(1);
+    sorted.masked_fill_((at::cumsum(probs, -1) - probs >= top_p) & (top_p < 1.0), kNegInf);
+  }
+  if (s.stages.min_p) {
+    auto probs = at::softmax(sorted, -1);
+    auto min_p = s.min_p.unsqueeze(1);
+    sorted.masked_fill_((probs < probs.narrow(1, 0, 1) * min_p) & (min_p > 0.0), kNegInf);
+  }
+  return at::empty_like(sorted).scatter_(1, order, at::softmax(sorted, -1));
+}
+
+// The rows with top-k, top-p or min-p on, [rows, 1].
+at::Tensor filtering_rows(const SamplingTensors& s, int64_t vocab) {
+  return (((s.top_k > 0) & (s.top_k < vocab)) | (s.top_p < 1.0) | (s.min_p > 0.0)).unsqueeze(1);
+}
+
+at::Tensor one_hot_argmax(const at::Tensor& logits) {
+  return at::zeros_like(logits).scatter_(1, logits.argmax(-1, /*keepdim=*/true), 1.0);
 }
 
 }  // namespace
@@ -92,10 +106,18 @@ at::Tensor filtered(const at::Tensor& logits, const SamplingTensors& s, const at
 at::Tensor sampling_probs(const at::Tensor& logits, const SamplingTensors& s) {
   check(logits, s);
   auto adjusted = penalised(biased(logits.to(at::kFloat), s), s);
-  auto greedy = s.temperature == 0;
-  auto one_hot = at::zeros_like(adjusted).scatter_(1, adjusted.argmax(-1, /*keepdim=*/true), 1.0);
-  if (s.all_greedy) return one_hot;
-  return at::where(greedy.unsqueeze(1), one_hot, filtered(adjusted, s, greedy));
+  if (!s.stages.sampled) return one_hot_argmax(adjusted);
+  const at::Tensor greedy = s.stages.greedy ? s.temperature == 0 : at::Tensor();
+  // Greedy rows divide by 1: their one-hot replaces them at the end.
+  const auto temperature = s.stages.greedy ? at::where(greedy, at::ones_like(s.temperature), s.temperature)
+                                           : s.temperature;
+  const auto scaled = adjusted / temperature.unsqueeze(1);
+  auto probs = at::softmax(scaled, -1);
+  if (s.stages.top_k || s.stages.top_p || s.stages.min_p) {
+    probs = at::where(filtering_rows(s, scaled.size(1)), filtered(scaled, s, greedy), probs);
+  }
+  if (!s.stages.greedy) return probs;
+  return at::where(greedy.unsqueeze(1), one_hot_argmax(adjusted), probs);
 }
 
 }  // namespace mtpserve::kernels
