@@ -145,6 +145,26 @@ def test_abort_mid_generation_frees_blocks(llm):
     assert_all_blocks_free(llm)
 
 
+def test_a_batch_is_admitted_together_and_its_first_step_prefills_all_of_it(llm):
+    before = llm.stats().steps
+    outputs = llm.generate(prompts(12, seed=13, high=12), SamplingParams(temperature=0, max_tokens=1))
+    assert [len(t) for t in tokens(outputs)] == [1] * 12
+    assert llm.stats().steps - before == 1
+
+
+def test_add_requests_queues_all_or_none(llm):
+    engine, ok = llm.core.engine, SamplingParams(temperature=0, max_tokens=2, ignore_eos=True).to_cpp()
+    with pytest.raises(ValueError, match="request 'bad': the prompt is empty"):
+        engine.add_requests([("first", [5, 6], ok), ("bad", [], ok)])
+    with pytest.raises(ValueError, match="'twice' is given twice"):
+        engine.add_requests([("twice", [5, 6], ok), ("twice", [7], ok)])
+    engine.add_requests([("first", [5, 6], ok), ("twice", [7], ok)])  # neither id was taken
+    finished = set()
+    while finished != {"first", "twice"}:
+        finished |= {o.request_id for o in engine.get_outputs(1.0) if o.finished}
+    assert_all_blocks_free(llm)
+
+
 @pytest.mark.parametrize("prompt, params, message", [
     ([], {}, "prompt is empty"),
     ([5] * 300, {}, "max_model_len is 256"),

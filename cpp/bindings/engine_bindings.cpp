@@ -178,6 +178,16 @@ void bind_engine(py::module_& m) {
            py::arg("mtp_cache") = std::nullopt, py::keep_alive<1, 3>(), py::keep_alive<1, 5>())
       .def("add_request", &Engine::add_request, py::arg("request_id"), py::arg("prompt_token_ids"),
            py::arg("params"))
+      .def(
+          "add_requests",
+          [](Engine& engine, std::vector<std::tuple<std::string, std::vector<int64_t>, SamplingParams>> batch) {
+            std::vector<Engine::NewRequest> requests;
+            for (auto& [id, prompt, params] : batch) requests.push_back({id, std::move(prompt), std::move(params)});
+            engine.add_requests(std::move(requests));
+          },
+          py::arg("requests"),
+          "(request_id, prompt_token_ids, params) each: all are checked before any is queued, and the next step "
+          "sees them all.")
       .def("abort", &Engine::abort, py::arg("request_id"))
       .def("override_drafts", &Engine::override_drafts, py::arg("request_id"), py::arg("future_outputs"),
            "Tests only: draft future_outputs[n:n+k] at output index n instead of the MTP layer's argmax.")

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
+#include <unordered_set>
 
 #include "dist/step_broadcast.h"
 #include "engine/prompt_logprobs.h"
@@ -101,7 +102,37 @@ void Engine::shutdown() {
 }
 
 void Engine::add_request(const std::string& id, std::vector<int64_t> prompt, SamplingParams params) {
-  params.validate();
+  std::vector<NewRequest> one;
+  one.push_back({id, std::move(prompt), std::move(params)});
+  add_requests(std::move(one));
+}
+
+void Engine::add_requests(std::vector<NewRequest> requests) {
+  std::unordered_set<std::string> ids;
+  for (auto& r : requests) {
+    r.params.validate();
+    check_request(r);
+    if (!ids.insert(r.id).second) throw std::invalid_argument("request id '" + r.id + "' is given twice");
+  }
+  std::lock_guard lock(inbox_mutex_);
+  if (stopping_) throw std::runtime_error("the engine is shut down");
+  if (failure_) throw std::runtime_error("the engine failed: " + *failure_);
+  for (const auto& r : requests) {
+    if (live_ids_.contains(r.id)) throw std::invalid_argument("request id '" + r.id + "' is already in use");
+  }
+  for (auto& r : requests) {
+    live_ids_.emplace(r.id, true);
+    const uint64_t seed = r.params.seed ? *r.params.seed : seeds_();
+    auto seq = std::make_unique<Sequence>(next_seq_id_++, std::move(r.prompt), std::move(r.params));
+    pending_.push_back(Request{r.id, std::move(seq), seed});
+  }
+  inbox_cv_.notify_all();
+}
+
+void Engine::check_request(const NewRequest& request) const {
+  const std::string& id = request.id;
+  const std::vector<int64_t>& prompt = request.prompt;
+  const SamplingParams& params = request.params;
   const int64_t n = static_cast<int64_t>(prompt.size()), vocab = target_.config().vocab_size;
   if (n == 0) throw std::invalid_argument("request '" + id + "': the prompt is empty");
   if (n >= config_.max_model_len) {
@@ -133,16 +164,6 @@ void Engine::add_request(const std::string& id, std::vector<int64_t> prompt, Sam
     throw std::invalid_argument("request '" + id + "': the prompt needs " + std::to_string(blocks_needed) +
                                 " KV-cache blocks but the cache has " + std::to_string(config_.num_blocks));
   }
-  std::lock_guard lock(inbox_mutex_);
-  if (stopping_) throw std::runtime_error("the engine is shut down");
-  if (failure_) throw std::runtime_error("the engine failed: " + *failure_);
-  if (!live_ids_.emplace(id, true).second) {
-    throw std::invalid_argument("request id '" + id + "' is already in use");
-  }
-  const uint64_t seed = params.seed ? *params.seed : seeds_();
-  auto seq = std::make_unique<Sequence>(next_seq_id_++, std::move(prompt), std::move(params));
-  pending_.push_back(Request{id, std::move(seq), seed});
-  inbox_cv_.notify_all();
 }
 
 void Engine::abort(const std::string& id) {

@@ -84,8 +84,16 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  struct NewRequest {
+    std::string id;
+    std::vector<int64_t> prompt;
+    SamplingParams params;
+  };
   // Throws std::invalid_argument for a bad request; nothing is queued then.
   void add_request(const std::string& id, std::vector<int64_t> prompt, SamplingParams params);
+  // The requests together: all are checked before any is queued (a bad one throws, and none is), and the
+  // next step sees all of them, as a batch's first step should (the offline API's generate).
+  void add_requests(std::vector<NewRequest> requests);
   void abort(const std::string& id);
   // Tests only: request `id` drafts future_outputs[n .. n + k) at output index n instead of the
   // MTP layer's argmax (the MTP layer still runs), to drive acceptance on purpose.
@@ -108,6 +116,9 @@ class Engine {
   void shutdown();
 
  private:
+  // Throws std::invalid_argument for what is wrong with the request on its own.
+  void check_request(const NewRequest& request) const;
+
   struct Request {
     std::string id;
     std::unique_ptr<Sequence> seq;

@@ -29,14 +29,11 @@ class LLM:
         params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(prompts)
         if len(params) != len(prompts):
             raise ValueError(f"got {len(params)} sampling params for {len(prompts)} prompts")
-        states: list[RequestState] = []
-        try:
-            for prompt, sp in zip(prompts, params):
-                states.append(self._submit(prompt, sp or SamplingParams()))
-        except Exception:
-            for state in states:  # the call fails as a whole: withdraw what was already queued
-                self.core.engine.abort(state.request_id)
-            raise
+        # The call fails as a whole (nothing is queued), and its first step sees every request: a batch
+        # whose first request stepped alone planned that step as a batch of one.
+        requests = [self._request(prompt, sp or SamplingParams()) for prompt, sp in zip(prompts, params)]
+        self.core.engine.add_requests([r for _, r in requests])
+        states = [state for state, _ in requests]
         self._run(states, use_tqdm)
         return [s.output() for s in states]
 
@@ -53,7 +50,8 @@ class LLM:
     def shutdown(self) -> None:
         self.core.shutdown()
 
-    def _submit(self, prompt: Prompt, params: SamplingParams) -> RequestState:
+    def _request(self, prompt: Prompt, params: SamplingParams) -> tuple[RequestState, tuple]:
+        """The request's state and what the engine's add_requests takes for it."""
         if isinstance(prompt, str):
             text, ids = prompt, self.tokenizer.encode(prompt)
         elif isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
@@ -61,8 +59,7 @@ class LLM:
         else:
             raise ValueError(f"a prompt must be a string or a list of token ids, got {type(prompt).__name__}")
         state = RequestState(str(next(self._ids)), text, ids, params, self.tokenizer)
-        self.core.engine.add_request(state.request_id, ids, params.to_cpp(self.core.grammars))
-        return state
+        return state, (state.request_id, ids, params.to_cpp(self.core.grammars))
 
     def _run(self, states: list[RequestState], use_tqdm: bool) -> None:
         by_id = {s.request_id: s for s in states}
