@@ -183,7 +183,8 @@ def summary_row(method: str, k: int, policy: str, concurrency: int, result) -> d
             "total_output": m.total_output, "mean_tokens_per_chunk": m.mean_tokens_per_chunk,
             "acceptance_rate": s.get("acceptance_rate"), "mean_acceptance_length": s.get("mean_acceptance_length"),
             "acceptance_rate_per_position": s.get("acceptance_rate_per_position"),
-            "steps_by_k": s.get("steps_by_k"), "retired_sequences": s.get("retired_sequences")}
+            "steps_by_k": s.get("steps_by_k"), "retired_sequences": s.get("retired_sequences"),
+            "fill_skipped_steps": s.get("fill_skipped_steps"), "draft_seconds": s.get("draft_seconds")}
 
 
 def median_row(rows: list[dict]) -> dict:

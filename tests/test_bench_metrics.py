@@ -163,6 +163,8 @@ mtpserve:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="
 mtpserve:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="1"} 60.0
 mtpserve:num_requests_running{model_name="m"} 3.0
 mtpserve:spec_decode_num_retired_sequences_total{model_name="m"} 2.0
+mtpserve:spec_decode_num_fill_skipped_steps_total{model_name="m"} 4.0
+mtpserve:spec_decode_draft_seconds_total{model_name="m"} 0.25
 mtpserve:spec_decode_step_k_bucket{le="0.0",model_name="m"} 10.0
 mtpserve:spec_decode_step_k_bucket{le="1.0",model_name="m"} 30.0
 mtpserve:spec_decode_step_k_bucket{le="2.0",model_name="m"} 30.0
@@ -175,6 +177,8 @@ mtpserve:spec_decode_num_accepted_tokens_total{model_name="m"} 450.0
 mtpserve:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="0"} 270.0
 mtpserve:spec_decode_num_accepted_tokens_per_pos_total{model_name="m",position="1"} 180.0
 mtpserve:spec_decode_num_retired_sequences_total{model_name="m"} 7.0
+mtpserve:spec_decode_num_fill_skipped_steps_total{model_name="m"} 24.0
+mtpserve:spec_decode_draft_seconds_total{model_name="m"} 1.0
 mtpserve:spec_decode_step_k_bucket{le="0.0",model_name="m"} 15.0
 mtpserve:spec_decode_step_k_bucket{le="1.0",model_name="m"} 60.0
 mtpserve:spec_decode_step_k_bucket{le="2.0",model_name="m"} 70.0
@@ -210,6 +214,7 @@ def test_spec_decode_stats_from_counter_deltas(parser_kind):
     assert s["acceptance_rate_per_position"] == pytest.approx([0.9, 0.6])
     assert s["steps_by_k"] == [5, 25, 10]  # decode steps at k = 0, 1, 2 over the run
     assert s["retired_sequences"] == 5
+    assert s["fill_skipped_steps"] == 20 and s["draft_seconds"] == pytest.approx(0.75)
 
 
 def test_spec_decode_stats_without_counters_or_drafts():
@@ -224,7 +229,7 @@ def test_spec_decode_stats_without_counters_or_drafts():
                              {"vllm:spec_decode_num_drafts_total": 10, "vllm:spec_decode_num_draft_tokens_total": 30,
                               "vllm:spec_decode_num_accepted_tokens_total": 15})
     assert vllm["source"] == "vllm" and vllm["mean_acceptance_length"] == pytest.approx(2.5)
-    assert vllm["retired_sequences"] is None
+    assert vllm["retired_sequences"] is None and vllm["fill_skipped_steps"] is None and vllm["draft_seconds"] is None
 
 
 # ---- summary layout ------------------------------------------------------------------------------------------

@@ -192,12 +192,16 @@ def test_a_retired_sequence_writes_no_mtp_row_after_it_retires(deferred):
     assert written[len(prompt):len(prompt) + 16].any() and not written[len(prompt) + 40:].any()
 
 
-def test_the_retired_count_is_a_prometheus_counter(tiny_model_dir, expected):
+def test_the_policy_counts_are_prometheus_counters(tiny_model_dir, expected):
     llm = retiring_llm(tiny_model_dir)
     try:
         llm.core.engine.override_drafts("0", wrong(expected[0]))
         out = llm.generate([BATCHES[4][0]], LONG)[0]
-        [sample] = engine_metric_families(llm.stats)["mtpserve:spec_decode_num_retired_sequences"].samples
-        assert sample.value == llm.stats().spec.retired == out.metrics.retired_from_drafting == 1
+        families, stats = engine_metric_families(llm.stats), llm.stats()
+        [retired] = families["mtpserve:spec_decode_num_retired_sequences"].samples
+        assert retired.value == stats.spec.retired == out.metrics.retired_from_drafting == 1
+        [skipped] = families["mtpserve:spec_decode_num_fill_skipped_steps"].samples
+        [seconds] = families["mtpserve:spec_decode_draft_seconds"].samples
+        assert skipped.value == stats.fill_skipped_steps > 0 and seconds.value == stats.draft_seconds > 0
     finally:
         llm.shutdown()

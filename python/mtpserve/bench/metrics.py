@@ -264,10 +264,25 @@ def _steps_by_k(before: dict[str, float], after: dict[str, float], prefix: str) 
     return [int(c - (cumulative[k - 1] if k else 0)) for k, c in enumerate(cumulative)]
 
 
+# The adaptive policy's counters (mtpserve only): the key each delta is reported under, and its type.
+POLICY_COUNTERS = {"num_retired_sequences": ("retired_sequences", int),
+                   "num_fill_skipped_steps": ("fill_skipped_steps", int),
+                   "draft_seconds": ("draft_seconds", float)}
+
+
+def _policy_counters(before: dict[str, float], after: dict[str, float], prefix: str) -> dict:
+    out = {}
+    for name, (key, kind) in POLICY_COUNTERS.items():
+        a, b = _counter(before, prefix, name), _counter(after, prefix, name)
+        out[key] = None if a is None or b is None else kind(b - a)
+    return out
+
+
 def spec_decode_stats(before: dict[str, float] | None, after: dict[str, float] | None) -> dict | None:
     """Counter deltas over the run, acceptance rate = Δaccepted / Δdraft tokens and mean acceptance length =
     1 + Δaccepted / Δdrafts (tokens per verification step), the acceptance rate of each draft position
-    (Δaccepted at that position / Δdrafts) and the sequences retired from drafting when the server counts them. None when the server exposes no such
+    (Δaccepted at that position / Δdrafts), and where the server counts them the sequences retired from drafting,
+    the steps that skipped the MTP fill and the MTP layer's device seconds. None when the server exposes no such
     counters; a rate whose denominator did not move (no drafts, e.g. MTP off) is None."""
     if before is None or after is None:
         return None
@@ -287,9 +302,7 @@ def spec_decode_stats(before: dict[str, float] | None, after: dict[str, float] |
             if a is None or b is None:
                 break
             per_position.append((b - a) / drafts)
-        retired = [_counter(snap, prefix, "num_retired_sequences") for snap in (before, after)]
-        return {"source": prefix.rstrip(":"), **delta,
-                "retired_sequences": None if None in retired else int(retired[1] - retired[0]),
+        return {"source": prefix.rstrip(":"), **delta, **_policy_counters(before, after, prefix),
                 "acceptance_rate": acceptance_rate(acc, dt),
                 "mean_acceptance_length": mean_acceptance_length(acc, drafts),
                 "acceptance_rate_per_position": per_position,

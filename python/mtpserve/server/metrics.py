@@ -69,6 +69,11 @@ class EngineStatsCollector(Collector):
             yield self._step_k_histogram(spec.steps_by_k)
         yield self._counter("mtpserve:spec_decode_num_retired_sequences", "Sequences the adaptive policy retired "
                             "from drafting (their drafts did not pay: no more MTP fills or drafts).", spec.retired)
+        yield self._counter("mtpserve:spec_decode_num_fill_skipped_steps", "Steps in which the MTP layer did not run "
+                            "for the step's unfinished sequences (all retired, or their fills deferred).",
+                            s.fill_skipped_steps)
+        yield self._counter("mtpserve:spec_decode_draft_seconds", "Device seconds of MTP work: fills, catch-ups and "
+                            "drafts.", s.draft_seconds)
         yield self._counter("mtpserve:spec_decode_num_caught_up_positions", "Positions whose deferred MTP fill ran "
                             "later, in a catch-up.", s.caught_up_positions)
         yield self._counter("mtpserve:spec_decode_num_dropped_positions", "Positions whose deferred MTP fill the "
