@@ -1,6 +1,6 @@
 #pragma once
 // The engine loop: schedule -> build step -> execute -> sample -> update, on its own thread.
-// add_request / abort / get_outputs are thread-safe and never wait on a step.
+// add_request(s) / abort / get_outputs are thread-safe and never wait on a step.
 // Under tensor parallelism (the target model's TensorParallel has size > 1) this is rank 0: it
 // announces every forward to the workers (dist/step_broadcast.h) and sends them shutdown when
 // it stops. A failed step there, or fail(), leaves the engine failed: every open request ends
