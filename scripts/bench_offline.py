@@ -5,8 +5,10 @@ request gets the same number of output tokens (ignore_eos) from ShareGPT-like ch
 counts output tokens over the wall time of the generate call (prefill included, as a user sees it), after
 one warm-up call. With --repeats N each cell is the median of N generate calls (the methods interleaved
 per repeat, so a co-tenant's load hits them alike, in an order rotated each repeat); `paired speedup` is
-the median of the repeats' own ratios to k = 0. `chosen k` is the share of decode steps at each k;
-`fill skipped` the share of steps that ran no MTP forward (adaptive: every sequence deferred its fill).
+the median of the repeats' own ratios to k = 0. `TPOT` is the mean time per output token after each request's
+first (the median repeat's), which the prefill and the batch's slowest sequence do not weigh on. `chosen k` is
+the share of decode steps at each k; `fill skipped` the share of steps that ran no MTP forward (adaptive: every
+sequence deferred its fill).
 """
 from __future__ import annotations
 
@@ -57,14 +59,23 @@ def ms_per_step(before, after) -> dict:
             for name in ("target_seconds", "sample_seconds", "draft_seconds")}
 
 
+def mean_tpot_ms(outputs) -> float:
+    """Time per output token after the first, averaged over the requests (as serving benchmarks report it): unlike
+    tokens/s of the whole call, neither the prefill nor the batch's slowest sequence weighs in."""
+    tpots = [(o.metrics.finished_time - o.metrics.first_token_time) / (len(o.outputs[0].token_ids) - 1)
+             for o in outputs if len(o.outputs[0].token_ids) > 1]
+    return statistics.mean(tpots) * 1e3
+
+
 def run(llm: LLM, batch: int, max_tokens: int, temperature: float) -> dict:
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=True)
     timed_chat(llm, PROMPTS, 1, SamplingParams(temperature=temperature, max_tokens=8, ignore_eos=True))  # warm-up
-    _, elapsed, before, after, generated = timed_chat(llm, PROMPTS, batch, params)
+    outputs, elapsed, before, after, generated = timed_chat(llm, PROMPTS, batch, params)
     c = counters(before, after)
     drafts, draft_tokens, accepted = c.pop("drafts"), c.pop("draft_tokens"), c.pop("accepted_tokens")
     per_step = ms_per_step(before, after)
-    return {"batch": batch, "tokens_per_s": generated / elapsed, "seconds": elapsed, **c,
+    return {"batch": batch, "tokens_per_s": generated / elapsed, "seconds": elapsed, "tpot_ms": mean_tpot_ms(outputs),
+            **c,
             "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
             "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
             "target_ms_per_step": per_step["target_seconds"], "sample_ms_per_step": per_step["sample_seconds"],
@@ -174,28 +185,33 @@ def fill_skipped(r: dict) -> str:
 
 
 def markdown_table(results: list[dict]) -> str:
-    """Tokens/s with the speedup over k = 0 at the same batch size, the step costs the engine measured
-    (device time of the target step and of drafting, CUDA events on a GPU), and MTP's ideal speedup
-    from them: mean acceptance length x t(k = 0 step) / (t(verify step) + t(drafting))."""
+    """Tokens/s with the speedup over k = 0 at the same batch size, the mean TPOT and its speedup, the step costs
+    the engine measured (device time of the target step and of drafting, CUDA events on a GPU), and MTP's ideal
+    speedup from them: mean acceptance length x t(k = 0 step) / (t(verify step) + t(drafting)), against which
+    both speedups are set."""
     base = {r["batch"]: r for r in results if r["k"] == 0}
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-    lines = ["| method | batch | tokens/s | speedup vs k=0 | paired speedup | acceptance rate | mean acceptance length | "
-             "target ms/step | draft ms/step | ideal speedup | speedup / ideal | chosen k = 0/1/2/3 (% of steps) | "
-             "fill skipped (% of steps) | sequences retired from drafting |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| method | batch | tokens/s | speedup vs k=0 | paired speedup | TPOT ms | TPOT speedup | "
+             "acceptance rate | mean acceptance length | target ms/step | draft ms/step | ideal speedup | "
+             "speedup / ideal | "
+             "TPOT speedup / ideal | chosen k = 0/1/2/3 (% of steps) | fill skipped (% of steps) | "
+             "sequences retired from drafting |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         b = base.get(r["batch"])
         speedup = r["tokens_per_s"] / b["tokens_per_s"] if b else None
         paired = paired_speedup(r, b) if b else None
+        tpot_speedup = b["tpot_ms"] / r["tpot_ms"] if b else None
         ideal = None
         if b and r["mean_acceptance_length"]:
             ideal = r["mean_acceptance_length"] * b["target_ms_per_step"] / (
                 r["target_ms_per_step"] + r["draft_ms_per_step"])
         lines.append(f"| {method_name(r)} | {r['batch']} | {r['tokens_per_s']:.0f} | {fmt(speedup, '.2f')} | "
-                     f"{fmt(paired, '.2f')} | "
+                     f"{fmt(paired, '.2f')} | {r['tpot_ms']:.3f} | {fmt(tpot_speedup, '.2f')} | "
                      f"{fmt(r['acceptance_rate'], '.3f')} | {fmt(r['mean_acceptance_length'], '.2f')} | "
                      f"{r['target_ms_per_step']:.3f} | {r['draft_ms_per_step']:.3f} | {fmt(ideal, '.2f')} | "
-                     f"{fmt(speedup / ideal if ideal else None, '.2f')} | {chosen_k(r)} | {fill_skipped(r)} | "
+                     f"{fmt(speedup / ideal if ideal else None, '.2f')} | "
+                     f"{fmt(tpot_speedup / ideal if ideal else None, '.2f')} | {chosen_k(r)} | {fill_skipped(r)} | "
                      f"{r.get('retired', 0) if r['k'] else '-'} |")
     return "\n".join(lines)
 

@@ -57,8 +57,8 @@ def plain_spec(spec) -> SimpleNamespace:
 
 
 STAT_FIELDS = ("running", "waiting", "kv_usage", "prefix_queries", "prefix_hits", "prompt_tokens", "generation_tokens",
-               "steps", "preemptions", "target_seconds", "sample_seconds", "draft_seconds", "caught_up_positions",
-               "dropped_positions")
+               "steps", "preemptions", "target_seconds", "sample_seconds", "draft_seconds", "fill_skipped_steps",
+               "caught_up_positions", "dropped_positions")
 
 
 def plain_stats(stats) -> SimpleNamespace:
