@@ -193,8 +193,7 @@ def markdown_table(results: list[dict]) -> str:
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     lines = ["| method | batch | tokens/s | speedup vs k=0 | paired speedup | TPOT ms | TPOT speedup | "
              "acceptance rate | mean acceptance length | target ms/step | draft ms/step | ideal speedup | "
-             "speedup / ideal | "
-             "TPOT speedup / ideal | chosen k = 0/1/2/3 (% of steps) | fill skipped (% of steps) | "
+             "speedup / ideal | TPOT speedup / ideal | chosen k = 0/1/2/3 (% of steps) | fill skipped (% of steps) | "
              "sequences retired from drafting |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from mtpserve import _C
-from test_sampling_kernels import (COLUMNS, CHOICES, assert_rows_do_not_depend_on_their_batch, random_batch,
-                                   random_probs, reference_draw, uniform)
+from test_sampling_kernels import (CHOICES, assert_rows_do_not_depend_on_their_batch, random_batch, random_probs,
+                                   reference_draw, sampling_probs, uniform)
 
 pytestmark = pytest.mark.cuda
 if not torch.cuda.is_available():
@@ -92,11 +92,7 @@ def test_the_kernel_guards_what_the_host_cannot_check():
 
 def test_sampling_probs_is_close_to_the_cpu_kernel():
     logits, columns, history = random_batch(256, 8192, CHOICES, seed=11)
-    tokens = torch.tensor([t for h in history for t in h], dtype=torch.long)
-    rows = torch.tensor([r for r, h in enumerate(history) for _ in h], dtype=torch.long)
-    args = [columns[name] for name in COLUMNS] + [tokens, rows]
-    cpu = _C.sampling_probs(logits, *args)
-    gpu = _C.sampling_probs(logits.to(DEVICE), *(a.to(DEVICE) for a in args)).cpu()
+    cpu, gpu = sampling_probs(logits, columns, history), sampling_probs(logits, columns, history, DEVICE)
     greedy = columns["temperature"] == 0
     assert torch.equal(gpu[greedy], cpu[greedy])  # one-hot on the same argmax
     # exp, sum and cumsum round differently on the GPU: values agree to float rounding, and a
@@ -113,10 +109,8 @@ def test_a_rows_gpu_probabilities_do_not_depend_on_what_the_rest_of_its_batch_us
 
 
 def test_gpu_probs_sample_what_the_cpu_samples_from_them():
-    logits, columns, history = random_batch(512, 8192, CHOICES, seed=12)
-    empty = torch.zeros(0, dtype=torch.long)
-    probs = _C.sampling_probs(logits.to(DEVICE), *(columns[name].to(DEVICE) for name in COLUMNS), empty.to(DEVICE),
-                              empty.to(DEVICE)).cpu()
+    logits, columns, _ = random_batch(512, 8192, CHOICES, seed=12)
+    probs = sampling_probs(logits, columns, [[]] * 512, DEVICE)  # no penalty tokens
     seqs = torch.arange(512)
     columns_sv = [seqs, torch.zeros(512, dtype=torch.long), torch.zeros(512, 0, dtype=torch.long), seqs * 7919,
                   seqs, columns["temperature"] == 0]
