@@ -2,9 +2,9 @@
 
 For each model (the embedded one, and with --random-layers N > 0 a bigger random DeepSeek-V3 checkpoint
 written first) and dtype: decode tokens/s at each batch size (output tokens over the wall time of a
-generate call, prefill of the short prompts included, after a warm-up), TP = 1 eager and with CUDA graphs
-(TP = 2 runs eagerly: graphs are refused under tensor parallelism), the greedy divergence of TP = 2 from
-TP = 1 eager (sequences whose output differs, and where), and per rank the peak host RSS and GPU memory
+generate call, prefill of the short prompts included, after a warm-up), TP = 1 and TP = 2 each eager and
+with CUDA graphs, the greedy divergence of TP = 2 from TP = 1 eager and of TP = 2's graphs from its eager
+run (sequences whose output differs, and where), and per rank the peak host RSS and GPU memory
 once the model is loaded (sharded loading: each rank reads only its slices; the latent KV cache, which
 TP replicates, is the same fixed size everywhere) and at the end of the eager run.
 
@@ -191,14 +191,17 @@ def divergence(got: list[list[int]], reference: list[list[int]]) -> dict:
 
 def bench(name: str, model: str, dtype: str, ns, work: Path) -> dict:
     one = run_group(1, model, dtype, ns, [False, not ns.cpu], work)
-    two = run_group(2, model, dtype, ns, [False], work)
-    eager1, graphs1, eager2 = one[0]["runs"][0], one[0]["runs"][1], two[0]["runs"][0]
+    two = run_group(2, model, dtype, ns, [False, not ns.cpu], work)
+    eager1, graphs1, eager2, graphs2 = one[0]["runs"][0], one[0]["runs"][1], two[0]["runs"][0], two[0]["runs"][1]
     rows = []
-    for b1, g1, b2 in zip(eager1["batches"], graphs1["batches"], eager2["batches"]):
+    for b1, g1, b2, g2 in zip(eager1["batches"], graphs1["batches"], eager2["batches"], graphs2["batches"]):
         rows.append({"batch": b1["batch"], "tp1_eager_tokens_per_s": b1["tokens_per_s"],
                      "tp1_graphs_tokens_per_s": g1["tokens_per_s"], "tp2_tokens_per_s": b2["tokens_per_s"],
+                     "tp2_graphs_tokens_per_s": g2["tokens_per_s"],
                      "tp2_over_tp1_eager": b2["tokens_per_s"] / b1["tokens_per_s"],
-                     "divergence_tp2_vs_tp1": divergence(b2["tokens"], b1["tokens"])})
+                     "tp2_over_tp1_graphs": g2["tokens_per_s"] / g1["tokens_per_s"],
+                     "divergence_tp2_vs_tp1": divergence(b2["tokens"], b1["tokens"]),
+                     "divergence_tp2_graphs_vs_eager": divergence(g2["tokens"], b2["tokens"])})
     memory_rows = [{"tp": 1, "rank": 0, **{k: eager1[k] for k in ("loaded", "end")}}]
     memory_rows += [{"tp": 2, "rank": r["rank"], **{k: r["runs"][0][k] for k in ("loaded", "end")}} for r in two]
     return {"model": name, "dtype": dtype, "throughput": rows, "memory": memory_rows}
@@ -208,13 +211,16 @@ def markdown(results: list[dict], header: str) -> str:
     lines = [header, ""]
     for r in results:
         lines += [f"### {r['model']} ({r['dtype']})", "",
-                  "| batch | TP1 eager tok/s | TP1 graphs tok/s | TP2 tok/s | TP2 / TP1 eager | TP2 vs TP1: diverged |",
-                  "|---:|---:|---:|---:|---:|---:|"]
+                  "| batch | TP1 eager tok/s | TP1 graphs tok/s | TP2 eager tok/s | TP2 graphs tok/s | "
+                  "TP2 / TP1 eager | TP2 / TP1 graphs | TP2 vs TP1 eager: diverged | TP2 graphs vs eager: diverged |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for t in r["throughput"]:
-            d = t["divergence_tp2_vs_tp1"]
+            d, g = t["divergence_tp2_vs_tp1"], t["divergence_tp2_graphs_vs_eager"]
             lines.append(f"| {t['batch']} | {t['tp1_eager_tokens_per_s']:.0f} | {t['tp1_graphs_tokens_per_s']:.0f} | "
-                         f"{t['tp2_tokens_per_s']:.0f} | {t['tp2_over_tp1_eager']:.2f} | "
-                         f"{d['diverged']}/{d['sequences']} (first at {d['first_positions'][:5]}) |")
+                         f"{t['tp2_tokens_per_s']:.0f} | {t['tp2_graphs_tokens_per_s']:.0f} | "
+                         f"{t['tp2_over_tp1_eager']:.2f} | {t['tp2_over_tp1_graphs']:.2f} | "
+                         f"{d['diverged']}/{d['sequences']} (first at {d['first_positions'][:5]}) | "
+                         f"{g['diverged']}/{g['sequences']} (first at {g['first_positions'][:5]}) |")
         lines += ["", "| TP | rank | host peak RSS loaded (MiB) | GPU allocated loaded (MiB) | host peak RSS end | "
                   "GPU peak allocated end |", "|---:|---:|---:|---:|---:|---:|"]
         for m in r["memory"]:

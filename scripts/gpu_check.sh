@@ -23,7 +23,7 @@
 #             an H200)
 #   profile   Nsight Compute on one fused verify attention launch (B = 64, k = 3, context 8192)
 #   tp        two GPUs (not in the default stages; nvidia-h200-x2): the TP tests over NCCL
-#             (tests/test_cuda_tensor_parallel.py) and TP2 vs TP1 tokens/s, bf16 divergence and per-rank
+#             (tests/test_cuda_tensor_parallel.py) and TP2 vs TP1 tokens/s (eager and graphs), bf16 divergence and per-rank
 #             memory (scripts/bench_tensor_parallel.py), and one real-dims MoE layer EP2 vs TP2
 #             (scripts/bench_expert_parallel.py)
 set -uo pipefail

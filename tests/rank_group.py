@@ -56,7 +56,8 @@ def _rank(rank, world, port, devices, ep_size, dp_size, runs, prompts, params, o
                     outputs.append(generate(core, prompts, params))
                     spec = core.engine.stats().spec
                     by_group.append({"requests": list(core.engine.requests_by_group) if dp_size > 1 else [len(prompts)],
-                                     "spec": (spec.drafts, spec.draft_tokens, spec.accepted_tokens)})
+                                     "spec": (spec.drafts, spec.draft_tokens, spec.accepted_tokens),
+                                     "graphs": core.engine.num_graphs() if dp_size == 1 else None})
                 finally:
                     core.shutdown()
             elif groups.leads_group:
@@ -75,7 +76,8 @@ def run_group(world: int, runs: list[dict], prompts: list[list[int]], params: Sa
               with_groups: bool = False) -> list[list[dict]]:
     """Rank 0's generate() for each EngineArgs settings in `runs` (each needs max_cache_blocks), on a group
     of `world` ranks; rank i runs on devices[i] (default: the CPU). with_groups: also, per run, how many
-    requests each attention group got and the engine's MTP counters (drafts, draft tokens, accepted)."""
+    requests each attention group got, the engine's MTP counters (drafts, draft tokens, accepted) and
+    how many CUDA graphs rank 0 captured."""
     devices = devices or ["cpu"] * world
     mp.spawn(_rank, args=(world, free_port_pair(), devices, ep_size, dp_size, runs, prompts, params, str(out_file)),
              nprocs=world, join=True)

@@ -1,7 +1,7 @@
 """Tensor parallelism over NCCL, one GPU per rank (two real processes): greedy output at TP = 2 equals
 TP = 1 in fp32, where any divergence must be a near-tie of the TP = 1 run (an all-reduce of partial sums
-rounds differently from one GEMM), and MTP k = 1..3 equals k = 0 at TP = 2 under the same rule; the
-same for expert parallelism (EP = 2, all-to-all over NCCL). The divergences are counted and printed
+rounds differently from one GEMM), and MTP k = 1..3 equals k = 0 at TP = 2 under the same rule; with
+CUDA graphs at TP = 2 the output equals the eager output under that rule; the same for expert parallelism (EP = 2, all-to-all over NCCL). The divergences are counted and printed
 (run with -s)."""
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ GREEDY = SamplingParams(max_tokens=48, temperature=0, ignore_eos=True, logprobs=
 DEVICES = ["cuda:0", "cuda:1"]
 
 
-def engine(k: int) -> dict:
+def engine(k: int, graphs: bool = False) -> dict:
     return dict(model=str(DEFAULT_MODEL), dtype="float32", block_size=16, max_cache_blocks=128,
-                num_speculative_tokens=k, speculative_policy="fixed", enable_graph=False)
+                num_speculative_tokens=k, speculative_policy="fixed", enable_graph=graphs, graph_max_batch=8)
 
 
 def divergences(got: list[dict], reference: list[dict]) -> list[tuple[int, int, float]]:
@@ -74,3 +74,18 @@ def test_expert_parallel_on_two_gpus_equals_one_gpu(tmp_path):
     runs = run_group(2, [engine(0), engine(2)], PROMPTS, GREEDY, tmp_path / "ep2.pt", devices=DEVICES, ep_size=2)
     check_near_ties("EP2 vs TP1 (fp32)", runs[0], reference)
     check_near_ties("EP2 k=2 vs k=0 (fp32)", runs[1], runs[0])
+
+
+def test_graphs_at_tp2_give_the_eager_output(tmp_path):
+    """Every rank captures the graphs rank 0 captures and replays the one rank 0 replays (7 prompts pad to
+    the bucket of 8); padding changes a GEMM's row count, so a divergence must be a near-tie (fp32)."""
+    runs = [engine(k, graphs) for k in range(4) for graphs in (False, True)]
+    outputs, by_run = run_group(2, runs, PROMPTS[:7], GREEDY, tmp_path / "tp2_graphs.pt", devices=DEVICES,
+                                with_groups=True)
+    for k in range(4):
+        eager, graphed = 2 * k, 2 * k + 1
+        # Buckets 1, 2, 4, 8: a target graph per query length 1..k + 1 and a drafting graph per recursion count.
+        assert by_run[eager]["graphs"] == 0 and by_run[graphed]["graphs"] == 4 * (2 * k + 1)
+        check_near_ties(f"TP2 graphs vs eager, k={k} (fp32)", outputs[graphed], outputs[eager])
+        if k:
+            check_near_ties(f"TP2 graphs, k={k} vs k=0 (fp32)", outputs[graphed], outputs[1])

@@ -19,6 +19,11 @@ enum class StepKind : int64_t {
   // payload: StepInput::wire; a fill whose negative source rows read the hidden-state stash (single
   // rank only: the engine defers no fill under tensor parallelism)
   kMtpCatchUp = 4,
+  // payload: a GraphPlan (ModelRunner): capture the graphs rank 0 captures, in its order, so that the
+  // collectives of their warm-up runs and captures line up
+  kCaptureGraphs = 5,
+  // payload: a GraphKey, then each forward's wire (its length first): replay that captured graph
+  kReplayGraph = 6,
 };
 
 struct StepMessage {

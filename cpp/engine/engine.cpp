@@ -99,6 +99,7 @@ void Engine::shutdown() {
   }
   inbox_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  runner_.release_graphs();
 }
 
 void Engine::add_request(const std::string& id, std::vector<int64_t> prompt, SamplingParams params) {

@@ -22,6 +22,40 @@ StepKind mtp_kind(size_t forward, bool fill_reads_stash = false) {
   return fill_reads_stash ? StepKind::kMtpCatchUp : StepKind::kMtpFill;
 }
 
+// kCaptureGraphs' payload: k, table width, max context len, then the batch sizes.
+std::vector<int64_t> plan_wire(const GraphPlan& plan) {
+  std::vector<int64_t> wire{plan.num_speculative_tokens, plan.table_width, plan.max_context_len};
+  wire.insert(wire.end(), plan.batch_sizes.begin(), plan.batch_sizes.end());
+  return wire;
+}
+
+GraphPlan plan_from_wire(std::span<const int64_t> wire) {
+  if (wire.size() < 3) throw std::invalid_argument("graph plan message: too short");
+  return {{wire.begin() + 3, wire.end()}, wire[0], wire[1], wire[2]};
+}
+
+// kReplayGraph's payload: the key, then each input's wire preceded by its length.
+std::vector<int64_t> replay_wire(GraphKey key, std::span<const StepInput> inputs) {
+  std::vector<int64_t> wire{key.seqs, key.query_len, key.draft_forwards};
+  for (const auto& input : inputs) {
+    wire.push_back(static_cast<int64_t>(input.wire.size()));
+    wire.insert(wire.end(), input.wire.begin(), input.wire.end());
+  }
+  return wire;
+}
+
+std::pair<GraphKey, std::vector<StepInput>> replay_from_wire(std::span<const int64_t> wire) {
+  if (wire.size() < 3) throw std::invalid_argument("graph replay message: too short");
+  std::vector<StepInput> inputs;
+  for (size_t at = 3; at < wire.size();) {
+    const auto size = static_cast<size_t>(wire[at]);
+    if (at + 1 + size > wire.size()) throw std::invalid_argument("graph replay message: a forward overruns it");
+    inputs.push_back(step_input_from_wire(wire.subspan(at + 1, size)));
+    at += 1 + size;
+  }
+  return {GraphKey{wire[0], wire[1], wire[2]}, std::move(inputs)};
+}
+
 }  // namespace
 
 ModelRunner::ModelRunner(const DeepSeekV3& target, std::vector<at::Tensor> caches, const MtpLayer* mtp,
@@ -37,18 +71,27 @@ ModelRunner::ModelRunner(const DeepSeekV3& target, std::vector<at::Tensor> cache
 }
 
 at::Tensor ModelRunner::run_target(const StepInput& input) {
-  if (input.shape) {
-    const GraphKey key{input.shape->seqs, input.shape->query_len};
-    auto logits = graphs_->replay(key, {&input, 1})[0];
+  const std::span<const StepInput> inputs(&input, 1);
+  if (input.shape) return replay({input.shape->seqs, input.shape->query_len}, inputs)[0];
+  last_target_graph_.reset();
+  announce(StepKind::kTarget, input.wire);
+  return forward(StepKind::kTarget, device_steps(upload(inputs, device_), inputs)[0]);
+}
+
+bool ModelRunner::leads_group() const { return target_.tp().enabled() && target_.tp().rank() == 0; }
+
+void ModelRunner::announce(StepKind kind, std::span<const int64_t> wire) const {
+  if (leads_group()) send_step(target_.tp(), kind, wire);
+}
+
+const std::vector<at::Tensor>& ModelRunner::replay(GraphKey key, std::span<const StepInput> inputs) {
+  if (leads_group()) announce(StepKind::kReplayGraph, replay_wire(key, inputs));
+  const auto& outputs = graphs_->replay(key, inputs);
+  if (key.draft_forwards < 0) {
     target_hidden_ = graph_hidden_;
     last_target_graph_ = key;
-    return logits;
   }
-  last_target_graph_.reset();
-  const TensorParallel& tp = target_.tp();
-  if (tp.enabled() && tp.rank() == 0) send_step(tp, StepKind::kTarget, input.wire);
-  const std::span<const StepInput> inputs(&input, 1);
-  return forward(StepKind::kTarget, device_steps(upload(inputs, device_), inputs)[0]);
+  return outputs;
 }
 
 void ModelRunner::run_empty_target() { run_target(StepBuilder(0).build()); }
@@ -60,17 +103,15 @@ at::Tensor ModelRunner::run_drafts(std::vector<StepInput> forwards, bool fill_re
   }
   if (forwards.empty()) return at::empty({0}, at::kLong);
   if (forwards[0].shape) {
-    const GraphKey key{forwards[0].shape->seqs, forwards[0].shape->query_len,
-                       static_cast<int64_t>(forwards.size()) - 1};
-    return graphs_->replay(key, forwards)[0];
+    return replay({forwards[0].shape->seqs, forwards[0].shape->query_len, static_cast<int64_t>(forwards.size()) - 1},
+                  forwards)[0];
   }
-  const TensorParallel& tp = target_.tp();
   const auto steps = device_steps(upload(forwards, device_), forwards);
   std::vector<at::Tensor> drafts;
   for (size_t j = 0; j < forwards.size(); ++j) {
     // Announced one at a time: a worker must meet each forward's collectives in rank 0's order.
     const StepKind kind = mtp_kind(j, fill_reads_stash);
-    if (tp.enabled() && tp.rank() == 0) send_step(tp, kind, forwards[j].wire);
+    announce(kind, forwards[j].wire);
     drafts.push_back(forward(kind, steps[j]));
   }
   return at::cat(drafts);
@@ -93,9 +134,22 @@ at::Tensor ModelRunner::catch_up_sources(const at::Tensor& rows) const {
   return at::where(rows.lt(0).unsqueeze(1), from_stash, from_target);
 }
 
-void ModelRunner::run_announced(StepKind kind, const StepInput& input) {
+void ModelRunner::run_announced(const StepMessage& message) {
+  if (message.kind == StepKind::kCaptureGraphs) {
+    if (!capture_graphs(plan_from_wire(message.wire))) {
+      throw std::runtime_error("rank 0 captured CUDA graphs but this rank's device cannot");
+    }
+    return;
+  }
+  if (message.kind == StepKind::kReplayGraph) {
+    const auto [key, inputs] = replay_from_wire(message.wire);
+    if (!graphs_ || !graphs_->has(key)) throw std::runtime_error("rank 0 replayed a graph this rank did not capture");
+    replay(key, inputs);
+    return;
+  }
+  const StepInput input = step_input_from_wire(message.wire);
   const std::span<const StepInput> inputs(&input, 1);
-  forward(kind, device_steps(upload(inputs, device_), inputs)[0]);
+  forward(message.kind, device_steps(upload(inputs, device_), inputs)[0]);
 }
 
 at::Tensor ModelRunner::forward(StepKind kind, const DeviceStep& step) {
@@ -125,9 +179,8 @@ at::Tensor ModelRunner::run_mtp(const DeviceStep& step, const at::Tensor& tokens
 
 bool ModelRunner::capture_graphs(const GraphPlan& plan) {
   const auto capture = kernels::ops_for(device_).capture_graph;
-  if (capture == nullptr || target_.tp().enabled() || target_.tp().expert_parallel() || plan.batch_sizes.empty()) {
-    return false;
-  }
+  if (capture == nullptr || target_.tp().expert_parallel() || plan.batch_sizes.empty()) return false;
+  if (leads_group()) announce(StepKind::kCaptureGraphs, plan_wire(plan));
   graphs_.emplace(capture, device_);
   plan_ = plan;
   std::ranges::sort(plan_.batch_sizes, std::greater<>());

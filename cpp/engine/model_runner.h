@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -38,10 +39,14 @@ class ModelRunner {
   ModelRunner(const DeepSeekV3& target, std::vector<at::Tensor> caches, const MtpLayer* mtp = nullptr,
               at::Tensor mtp_cache = {}, const StepLockstep* lockstep = nullptr);
 
-  // Captures the plan's graphs; returns false (capturing nothing) where the device has no graphs
-  // or the model is split across ranks.
+  // Captures the plan's graphs (rank 0 of a tensor-parallel group has its workers capture the same);
+  // returns false (capturing nothing) where the device has no graphs or the experts are split across
+  // ranks (their all-to-alls are sized on the host).
   bool capture_graphs(const GraphPlan& plan);
   size_t num_graphs() const { return graphs_ ? graphs_->size() : 0; }
+  // Frees the graphs once no step follows: NCCL does not destroy a communicator while a graph that
+  // holds its collectives lives, so a group's shutdown would wait for them.
+  void release_graphs() { graphs_.reset(); }
   // The padded shape of a decode step of `seqs` sequences feeding at most `query_len` rows each,
   // when a graph holds it (the smallest that does).
   std::optional<StepShape> target_shape(int64_t seqs, int64_t query_len) const;
@@ -66,8 +71,8 @@ class ModelRunner {
   void stash_hidden(const std::vector<int64_t>& target_rows, const std::vector<int64_t>& stash_rows);
   // The fill's source row that reads stash row `row`.
   static int64_t stash_source(int64_t row) { return -1 - row; }
-  // Tensor-parallel workers: one forward rank 0 announced.
-  void run_announced(StepKind kind, const StepInput& input);
+  // Tensor-parallel workers: what rank 0 announced (a forward, a graph replay, or the graphs to capture).
+  void run_announced(const StepMessage& message);
 
   // Logits of `rows` of the last target forward (rank 0 alone: no collective is announced).
   at::Tensor target_logits(const at::Tensor& rows) const {
@@ -78,6 +83,11 @@ class ModelRunner {
   bool has_mtp() const { return mtp_ != nullptr; }
 
  private:
+  bool leads_group() const;  // rank 0 of a tensor-parallel group
+  // Rank 0 of a tensor-parallel group: tells the workers what comes next.
+  void announce(StepKind kind, std::span<const int64_t> wire = {}) const;
+  // Replays the graph of `key` over `inputs` (announced first); returns its outputs.
+  const std::vector<at::Tensor>& replay(GraphKey key, std::span<const StepInput> inputs);
   at::Tensor forward(StepKind kind, const DeviceStep& step);
   at::Tensor run_mtp(const DeviceStep& step, const at::Tensor& tokens, const at::Tensor& previous_hidden);
   // The hidden states a catch-up fill reads: rows >= 0 of the last target forward, rows < 0 of the stash.

@@ -19,8 +19,11 @@ void Worker::run() {
   const c10::DeviceGuard device(runner_.device());
   while (true) {
     StepMessage m = receive_step(tp_);
-    if (m.kind == StepKind::kShutdown) return;
-    runner_.run_announced(m.kind, step_input_from_wire(m.wire));
+    if (m.kind == StepKind::kShutdown) {
+      runner_.release_graphs();
+      return;
+    }
+    runner_.run_announced(m);
     steps_ += 1;
   }
 }

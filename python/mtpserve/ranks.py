@@ -59,8 +59,8 @@ class MasterRank:
 
                 logger.info("rank 0: connecting to the engines of attention groups 1..%d", groups.dp_size - 1)
                 self.core = DataParallelCore(self.core, groups.store, groups.dp_size)
-            if args.enable_graph and args.device.startswith("cuda") and (groups.tp.size > 1 or groups.tp.expert_parallel):
-                logger.info("rank 0: CUDA graphs are off under tensor and expert parallelism: every step runs eagerly")
+            if args.enable_graph and args.device.startswith("cuda") and groups.tp.expert_parallel:
+                logger.info("rank 0: CUDA graphs are off under expert parallelism: every step runs eagerly")
         except BaseException:
             self.master.fail("rank 0 failed to start")
             self.master.stop(grace_s=1.0)

@@ -73,7 +73,8 @@ std::unique_ptr<StepGraph> capture_graph(const std::function<void()>& body, Step
   {
     c10::cuda::CUDAStreamGuard guard(side);
     body();
-    graph->graph().capture_begin(pool);
+    // Thread-local: under tensor parallelism NCCL's watchdog thread queries its events meanwhile.
+    graph->graph().capture_begin(pool, cudaStreamCaptureModeThreadLocal);
     body();
     graph->graph().capture_end();
   }
