@@ -1,8 +1,8 @@
 """Tensor parallelism over NCCL, one GPU per rank (two real processes): greedy output at TP = 2 equals
 TP = 1 in fp32, where any divergence must be a near-tie of the TP = 1 run (an all-reduce of partial sums
 rounds differently from one GEMM), and MTP k = 1..3 equals k = 0 at TP = 2 under the same rule; with
-CUDA graphs at TP = 2 the output equals the eager output under that rule; the same for expert parallelism (EP = 2, all-to-all over NCCL). The divergences are counted and printed
-(run with -s)."""
+CUDA graphs at TP = 2 the output equals the eager output under that rule; the same for expert parallelism
+(EP = 2, all-to-all over NCCL). The divergences are counted and printed (run with -s)."""
 from __future__ import annotations
 
 import os

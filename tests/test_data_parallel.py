@@ -25,6 +25,7 @@ from mtpserve.launch import free_port_pair
 from mtpserve.sampling_params import SamplingParams
 from rank_group import one_rank, run_group
 from test_expert_parallel import GREEDY, PROMPTS, engine, skewed_model_dir, tokens  # noqa: F401 (a fixture)
+from conftest import write_tiny_model
 from test_launch import wait_gone, wait_healthy
 
 
@@ -153,20 +154,29 @@ def launch(model_dir, tmp_path, *flags) -> tuple[subprocess.Popen, str, Path]:
 SERVER_PROMPTS = ["the quick brown fox", "hello there, how are you", "one two three four five six", "a"]
 
 
+@pytest.fixture(scope="module")
+def long_context_model_dir(tmp_path_factory):
+    """The tiny model with room for a request that cannot finish while the test routes another one."""
+    return write_tiny_model(tmp_path_factory.mktemp("tiny_long"), max_position_embeddings=4096)
+
+
+LONG_REQUEST_TOKENS = 3000
+
+
 @pytest.mark.parametrize("ep_size", [1, 2])
-def test_server_balances_over_two_groups(tiny_model_dir, tmp_path, ep_size):
+def test_server_balances_over_two_groups(long_context_model_dir, tmp_path, ep_size):
     """`mtpserve launch --nnodes 2 --dp_size 2` with the openai client: concurrent requests answer as one rank,
     both groups get some, gRPC and streams work, an abandoned stream is aborted in its group, a grammar request
     runs on group 1, the MTP counters count."""
-    llm = LLM(str(tiny_model_dir), dtype="float32", block_size=8, max_cache_blocks=96)
+    llm = LLM(str(long_context_model_dir), dtype="float32", block_size=8, max_cache_blocks=96)
     try:
         expected = [o.outputs[0].text for o in llm.generate(
             SERVER_PROMPTS, SamplingParams(max_tokens=16, temperature=0, ignore_eos=True))]
     finally:
         llm.shutdown()
     grpc_port = free_port_pair()
-    proc, url, log_file = launch(tiny_model_dir, tmp_path, f"--ep_size={ep_size}", "--num_speculative_tokens=2",
-                                 f"--grpc_port={grpc_port}")
+    proc, url, log_file = launch(long_context_model_dir, tmp_path, f"--ep_size={ep_size}", "--num_speculative_tokens=2",
+                                 f"--grpc_port={grpc_port}", "--max_cache_blocks=512")
     try:
         client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0)
         results: list = [None] * len(SERVER_PROMPTS)
@@ -191,8 +201,8 @@ def test_server_balances_over_two_groups(tiny_model_dir, tmp_path, ep_size):
             extra_body={"ignore_eos": True}))
         assert streamed == expected[1]
         before = group_requests(url)
-        with client.completions.create(model="tiny", prompt=SERVER_PROMPTS[2], max_tokens=200, temperature=0,
-                                       stream=True, extra_body={"ignore_eos": True}) as stream:
+        with client.completions.create(model="tiny", prompt=SERVER_PROMPTS[2], max_tokens=LONG_REQUEST_TOKENS,
+                                       temperature=0, stream=True, extra_body={"ignore_eos": True}) as stream:
             next(iter(stream))
             # While group 0 holds that request, a request with a grammar goes to group 1, which makes its own.
             schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
@@ -209,7 +219,7 @@ def test_server_balances_over_two_groups(tiny_model_dir, tmp_path, ep_size):
         # The abandoned request is aborted in its group (nothing left running) and the server serves on.
         assert wait_for_metric(url, "mtpserve:num_requests_running", 0.0)
         generated = metric(url, "mtpserve:generation_tokens_total")
-        assert generated < 6 * 16 + 24 + 200, generated  # far from the abandoned request's 200 tokens
+        assert generated < 6 * 16 + 24 + LONG_REQUEST_TOKENS, generated  # short of the abandoned request's tokens
         assert client.completions.create(model="tiny", prompt="a", max_tokens=4, temperature=0).choices[0].text
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, log_file.read_text()[-3000:]
