@@ -1,8 +1,9 @@
 #pragma once
 // Step plans from rank 0's engine to the tensor-parallel workers: every forward rank 0 runs
 // (target step, MTP fill, each MTP recursion) is announced as one int64 message on the group's
-// control channel (a 2-value header broadcast, then the payload), so that every rank runs the same
-// forward and its collectives line up.
+// control channel (one broadcast of a fixed-size frame: the kind, the payload's length and its start;
+// a second one for the rest of a long payload), so that every rank runs the same forward and its
+// collectives line up. A graph replay or a graph capture is announced alike.
 #include <cstdint>
 #include <span>
 #include <vector>
