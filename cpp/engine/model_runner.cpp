@@ -85,7 +85,7 @@ void ModelRunner::announce(StepKind kind, std::span<const int64_t> wire) const {
 }
 
 const std::vector<at::Tensor>& ModelRunner::replay(GraphKey key, std::span<const StepInput> inputs) {
-  if (leads_group()) announce(StepKind::kReplayGraph, replay_wire(key, inputs));
+  if (leads_group()) send_step(target_.tp(), StepKind::kReplayGraph, replay_wire(key, inputs));  // one rank builds no message
   const auto& outputs = graphs_->replay(key, inputs);
   if (key.draft_forwards < 0) {
     target_hidden_ = graph_hidden_;
@@ -180,7 +180,7 @@ at::Tensor ModelRunner::run_mtp(const DeviceStep& step, const at::Tensor& tokens
 bool ModelRunner::capture_graphs(const GraphPlan& plan) {
   const auto capture = kernels::ops_for(device_).capture_graph;
   if (capture == nullptr || target_.tp().expert_parallel() || plan.batch_sizes.empty()) return false;
-  if (leads_group()) announce(StepKind::kCaptureGraphs, plan_wire(plan));
+  announce(StepKind::kCaptureGraphs, plan_wire(plan));
   graphs_.emplace(capture, device_);
   plan_ = plan;
   std::ranges::sort(plan_.batch_sizes, std::greater<>());
