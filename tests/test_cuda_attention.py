@@ -78,7 +78,7 @@ def test_ragged_batch_with_prefill_chunk(dtype, shape):
     check(make_batch(query_lens, context_lens, heads, lora, rope, 64, dtype, seed=2))
 
 
-@pytest.mark.parametrize("block_size", [1, 16, 24, 64])
+@pytest.mark.parametrize("block_size", [1, 16, 24, 64, 128])
 @pytest.mark.parametrize("heads", [8, 16, 128])
 @pytest.mark.parametrize("shape", [(512, 64), (64, 16)], ids=["d576", "d80"])
 def test_decode_and_verify(shape, heads, block_size):
@@ -98,6 +98,24 @@ def test_short_contexts(k, dtype):
     for context in [1, 2, 63, 64, 65, 1000]:
         n = min(k + 1, context)
         check(make_batch([n, n], [context, context], 16, 512, 64, 16, dtype, seed=context + k))
+
+
+@pytest.mark.parametrize("block_size", [16, 32, 64])
+@pytest.mark.parametrize("shape", [(16, 512, 64), (8, 64, 16)], ids=["real-tp8", "tiny"])
+def test_cache_rows_past_the_context_never_reach_the_output(shape, block_size):
+    """Every cache row that no sequence owns holds NaN, as freed or never-written blocks may: the tiles that
+    end a sequence's context (whole 32-token tiles copied in bulk when the block size is a multiple of 32)
+    must keep those rows out of P V."""
+    heads, lora, rope = shape
+    query_lens = [1, 4, 2]
+    batch = make_batch(query_lens, [1, 61, 1000], heads, lora, rope, block_size, torch.bfloat16, seed=5)
+    cache = batch["cache"].view(-1, lora + rope)
+    owned = torch.zeros(cache.size(0), dtype=torch.bool)
+    for table, context in zip(batch["block_tables"].tolist(), batch["context_lens"].tolist()):
+        for pos in range(context):
+            owned[table[pos // block_size] * block_size + pos % block_size] = True
+    cache[~owned] = float("nan")
+    check(batch)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
