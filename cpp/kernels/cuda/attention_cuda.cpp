@@ -94,12 +94,13 @@ at::Tensor run_mla_attention(const at::Tensor& q_in, const at::Tensor& cache, co
                        .table_width = tables.size(1),
                        .block_size = cache.size(1),
                        .max_query_len = meta.max_query_len,
+                       .cache_rows = cache.size(0) * cache.size(1),
                        .splits = 1,
                        .split_tokens = 0,
                        .scale = static_cast<float>(scale),
                        .dtype = dtype_of(q, "mla_attention")};
   if (fixed_splits) {
-    fixed_kv_splits(p, meta.max_context_len, cache.size(0) * cache.size(1));
+    fixed_kv_splits(p, meta.max_context_len, p.cache_rows);
   } else {
     p.splits = mla_attention_splits(p, meta.max_context_len, multiprocessor_count(q.device().index()));
   }

@@ -20,6 +20,7 @@ struct MlaAttentionLaunch {
   float* partial;               // [splits, tokens * heads, kv_lora] when splits > 1, else null
   float* lse;                   // [splits, tokens * heads] log2-sum-exp of each split, when splits > 1
   int64_t tokens, heads, dim, kv_lora, num_seqs, table_width, block_size, max_query_len;
+  int64_t cache_rows;    // num_blocks * block_size
   int32_t splits;        // from mla_attention_splits or fixed_kv_splits
   int32_t split_tokens;  // > 0: split z covers KV positions [z, z + 1) * split_tokens (fixed_kv_splits)
   float scale;

@@ -1,11 +1,12 @@
 #pragma once
 // What the tensor-core MLA kernels (mla_attention.cu's mma.sync kernel and the Hopper wgmma kernel)
-// share: the (sequence, entry tile, KV split) work of a block, the split constants, asynchronous copies,
-// fragment packing and the shared-memory limit.
+// share: the (sequence, entry tile, KV split) work of a block, the split constants, the online softmax of a
+// tile, fragment packing and the shared-memory limit.
 #include <array>
 #include <cmath>
 #include <mutex>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/mla_attention.cuh"
 
 namespace mtpserve::kernels::cuda::mla_tile {
@@ -23,22 +24,6 @@ constexpr int kMaxSplits = 32;       // B = 1 at context 8192 takes all of them 
 constexpr int64_t kSplitOverheadTokens = 64;  // a split's fp32 partial output and its combine, in KV rows
 
 __host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// ---------------------------------------------------------------------------------------------
-// Asynchronous copies.
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, bypassing L1; zero-filled when !valid (src is then not read).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // Two floats as one 32-bit register of T pairs, the first in the low half (the fragment order).
 template <typename T>

@@ -1,5 +1,7 @@
 #include "kernels/cuda/mla_attention_wgmma.cuh"
 
+#include <cudaTypedefs.h>  // the tensor-map encoder's signature; the encoder itself comes through the runtime
+
 #include "kernels/cuda/mla_attention_tile.cuh"
 
 namespace mtpserve::kernels::cuda {
@@ -15,14 +17,17 @@ using namespace mla_tile;
 
 constexpr int kDim = 576, kKv = 512, kSlabs = kDim / 64;
 constexpr int kTokens = 32;              // KV tile
-constexpr int kStages = 3;
+constexpr int kBuffers = 4;              // KV tiles in shared memory: the pair in use and the next one
 constexpr int kThreads = 256;            // two warpgroups
+constexpr int kGroupThreads = 128;
 constexpr int kQSlabBytes = kTileEntries * 128;
 constexpr int kKvSlabBytes = kTokens * 128;
 constexpr int kQBytes = kSlabs * kQSlabBytes;
-constexpr int kStageBytes = kSlabs * kKvSlabBytes;
-constexpr int kExchangeBytes = 2 * 16 * 128 * 4;  // each warpgroup's 64 x 32 fp32 partial S
-constexpr size_t kSmemBytes = kQBytes + kStages * kStageBytes + kExchangeBytes + 1024;  // + the atoms' alignment
+constexpr int kTileBytes = kSlabs * kKvSlabBytes;
+constexpr int kPBytes = kGroupThreads * 32;          // a warpgroup's P (64 x 32) as its threads' A fragments
+constexpr int kMaxBytes = kTileEntries * 4;          // a warpgroup's row maxima
+constexpr int kBarrierBytes = 2 * kBuffers * 8;      // each buffer's "full" and "empty" mbarriers
+constexpr size_t kSmemBytes = kQBytes + kBuffers * kTileBytes + 2 * (kPBytes + kMaxBytes) + kBarrierBytes + 1024;  // + alignment
 static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 
 // The device code exists only in the sm_90a pass (wgmma); the plain sm_90 pass gets a kernel that traps,
@@ -107,26 +112,36 @@ __device__ __forceinline__ void wgmma_pv(float (*d)[4], const uint32_t (&a)[4], 
   }
 }
 
-// S (64 x 32) (+)= Q K^T over k16 steps [kFirst, kFirst + kKSteps / 2) of the 576 dims, from descriptors of Q's
-// and the KV stage's first slab: every step's descriptor is a compile-time offset from those (the address
-// field is the low 14 bits of byte address / 16 and shared memory stays below 256 KB, so adding never carries
-// out of it), which keeps the per-step work to uniform-register adds.
-template <typename T, int kFirst>
+// S (64 x 32) = Q K^T over the 576 dims, from descriptors of Q's and the KV tile's first slab: every k16 step's
+// descriptor is a compile-time offset from those (the address field is the low 14 bits of byte address / 16
+// and shared memory stays below 256 KB, so adding never carries out of it), which keeps the per-step work to
+// uniform-register adds.
+template <typename T>
 __device__ __forceinline__ void issue_scores(float (&s)[4][4], uint64_t q_desc, uint64_t kv_desc) {
 #pragma unroll
-  for (int h = 0; h < kKSteps / 2; ++h) {
+  for (int ks = 0; ks < kKSteps; ++ks) {
     constexpr int kSlabStep = 4;  // k16 steps per 128-byte swizzle row
-    const int ks = kFirst + h;
     const uint32_t within = (ks % kSlabStep) * 32;
     wgmma_qk<T>(s, q_desc + (((ks / kSlabStep) * kQSlabBytes + within) >> 4),
-                kv_desc + (((ks / kSlabStep) * kKvSlabBytes + within) >> 4), h > 0);
+                kv_desc + (((ks / kSlabStep) * kKvSlabBytes + within) >> 4), ks > 0);
+  }
+}
+
+// O (64 x 256 of this warpgroup's value columns) += P V over a 32-token tile: P as A fragments (k16 steps 0
+// and 1), V from the descriptor of the tile's first slab of this warpgroup's columns.
+template <typename T>
+__device__ __forceinline__ void issue_values(float (&o)[32][4], const uint32_t (&pa)[2][4], uint64_t v_desc) {
+#pragma unroll
+  for (int kk = 0; kk < kTokens / 16; ++kk) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) wgmma_pv<T>(o + 8 * j, pa[kk], v_desc + ((j * kKvSlabBytes + kk * 16 * 128) >> 4));
   }
 }
 
 // Thread i copies row i / 8 of a tile, 16-byte chunks i % 8 + 8m of it (m = 0..8: one per slab), so
 // eight threads read a row's 1152 contiguous bytes and the swizzled destination is fixed per thread.
 constexpr int kRowThreads = 8;
-static_assert(kThreads == kTokens * kRowThreads, "one tile row per eight threads");
+constexpr int kRowsPerPass = kGroupThreads / kRowThreads;  // a warpgroup copies a tile in two passes
 
 // The cache row of position `pos`, or -1 at or past `end`. Read one tile ahead of its copy, so the
 // block-table load is off the tile's critical path. `block_shift` >= 0 says block_size is 2^block_shift (the
@@ -147,14 +162,56 @@ __device__ __forceinline__ void load_kv_row(unsigned char* stage_row, const T* c
 }
 
 // ---------------------------------------------------------------------------------------------
-// Two warpgroups. For each 32-token tile, warpgroup h computes S = Q K^T (64 x 32, both operands from
-// shared memory) over half the 576 dims, the halves are summed through shared memory (a + b and b + a:
-// the same float), and both run the same online softmax on the sum, so both hold bit-identical P, m and
-// l; warpgroup h then accumulates O for value columns [256h, 256h + 256) from P in registers and V in
-// shared memory. Warp w of a warpgroup owns entries [16w, 16w + 16) throughout.
+// Tile copies and their barriers. Each KV buffer has a "full" mbarrier (the tile has landed) and an "empty"
+// one (all eight warps are done reading it). With block sizes that are multiples of 32, one thread copies a
+// whole tile with the tensor-copy engine: nine 32 x 64 boxes of the cache seen as a [rows, 576] tensor,
+// 128-byte swizzled exactly as the buffer's slabs are (a tile then never crosses a cache block, since tiles
+// start at multiples of 32, so its rows are consecutive cache rows). Otherwise the warpgroup's 128 threads
+// copy it with cp.async, each arriving on "full" when its copies land.
 
-template <typename T>
-__global__ void __launch_bounds__(kThreads, 1) mla_attention_wgmma_kernel(MlaAttentionLaunch p) {
+// Zeroes rows [first, kTokens) of a tile (positions at or past the split's end, which a bulk copy brings in
+// whatever the cache holds there): a masked score's zero probability must not meet a NaN in V.
+__device__ __forceinline__ void zero_rows(unsigned char* tile, int first, int lane_in_group) {
+  for (int i = first * kRowThreads + lane_in_group; i < kTokens * kRowThreads; i += kGroupThreads) {
+    const int row = i / kRowThreads, c = i % kRowThreads;
+#pragma unroll
+    for (int m = 0; m < kSlabs; ++m) {
+      *reinterpret_cast<uint4*>(tile + m * kKvSlabBytes + row * 128 + ((c ^ (row & 7)) << 4)) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// Named barriers: warpgroup 0's P and maxima of tile a are ready, warpgroup 1's of tile b.
+constexpr int kScoresOfAReady = 1, kScoresOfBReady = 2;
+
+// Scales a warp's output rows when some factor of its rows is not 1 (the maxima moved).
+__device__ __forceinline__ void rescale(float (&o)[32][4], const float (&f)[2]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    o[i][0] *= f[0];
+    o[i][1] *= f[0];
+    o[i][2] *= f[1];
+    o[i][3] *= f[1];
+  }
+}
+__device__ __forceinline__ bool moved(const float (&f)[2]) { return __any_sync(0xffffffffu, f[0] != 1.0f || f[1] != 1.0f); }
+
+// ---------------------------------------------------------------------------------------------
+// Two warpgroups take the KV tiles in pairs: warpgroup 0 tile a = 2i, warpgroup 1 tile b = 2i + 1, and each
+// holds the output of half the value columns ([256h, 256h + 256) for warpgroup h). Per pair:
+//   both     S = Q K^T of their own tile (64 x 32, all 576 dims, both operands from shared memory);
+//   wg 0     the online softmax of a from the running maxima, then hands its P and new maxima to wg 1, and
+//            starts O += P_a V_a while wg 1 runs the softmax of b from those maxima;
+//   wg 1     hands P_b and the maxima after b to wg 0;
+//   both     O *= exp(m_a - m_b) where a maximum moved, O += P_b V_b (wg 1 first adds P_a V_a).
+// So each tile's softmax runs once, the tensor cores work on one warpgroup's products while the other runs
+// its softmax, and both warpgroups apply the same factors to the same bf16 P of every tile, in tile order.
+// A row's result depends on its own scores alone. Warp w of a warpgroup owns entries [16w, 16w + 16).
+
+// kBulk: tiles come by bulk copies from `cache_map` (block sizes that are multiples of 32), else by cp.async.
+template <typename T, bool kBulk>
+__global__ void __launch_bounds__(kThreads, 1)
+    mla_attention_wgmma_kernel(const MlaAttentionLaunch p, const __grid_constant__ CUtensorMap cache_map) {
   TileWork w;
   if (!tile_work(p, w)) return;
   const int64_t rows_total = p.tokens * p.heads;
@@ -167,15 +224,15 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_wgmma_kernel(MlaAtt
   const int group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int lane_in_group = threadIdx.x & 127;
-  const int tq = lane & 3;
+  const int tq = lane & 3, gid = lane >> 2;
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* sq = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
   unsigned char* skv = sq + kQBytes;
-  float4* exchange = reinterpret_cast<float4*>(skv + kStages * kStageBytes);  // [group][4][128 threads]
+  unsigned char* sp = skv + kBuffers * kTileBytes;  // [group] P fragments: uint4 [2 k-steps][128 threads]
+  float* smax = reinterpret_cast<float*>(sp + 2 * kPBytes);  // [group][64 rows]
   const uint32_t q_addr = smem_addr(sq), kv_addr = smem_addr(skv);
-  const int row = threadIdx.x / kRowThreads;  // the tile row this thread copies
-  const uint32_t row_offset = row * 128 + (((threadIdx.x % kRowThreads) ^ (row & 7)) << 4);
+  const uint32_t full = smem_addr(smax + 2 * kTileEntries), empty = full + 8 * kBuffers;  // + 8 per buffer
 
   const T* cache = static_cast<const T*>(p.cache);
   const int32_t* table = p.block_tables + static_cast<int64_t>(blockIdx.x) * p.table_width;
@@ -183,115 +240,237 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_wgmma_kernel(MlaAtt
   const int block_shift = (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
   const int num_tiles = static_cast<int>(ceil_div(w.end - w.begin, kTokens));
 
-  // The Q tile (padding entries zeroed) joins the first KV tile's copy group.
+  // The Q tile, padding entries zeroed; the barriers.
   const T* q = static_cast<const T*>(p.q) + w.out_row * kDim;
   for (int i = threadIdx.x; i < kTileEntries * kChunksPerRow; i += kThreads) {
     const int r = i / kChunksPerRow, c = i % kChunksPerRow;
     const bool valid = r < w.count;
     cp_async16(sq + swizzled(r, c, kQSlabBytes), q + (valid ? r : 0) * kDim + c * 8, valid);
   }
-  const auto tile_row = [&](int tile) { return cache_row(table, block_size, block_shift, w.begin + tile * kTokens + row, w.end); };
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < num_tiles) load_kv_row<T>(skv + st * kStageBytes + row_offset, cache, tile_row(st));
-    cp_async_commit();
+  cp_async_commit();
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < kBuffers; ++b) {
+      mbarrier_init(full + 8 * b, kBulk ? 1 : kGroupThreads);
+      mbarrier_init(empty + 8 * b, kThreads / 32);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  int64_t next_row = tile_row(kStages - 1);  // the next tile to copy
+  cp_async_wait<0>();
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // Q's cp.async writes, read by wgmma
+  __syncthreads();
+
+  // Copies tile t into buffer t % 4 once every warp has released the tile before it there.
+  const auto load_tile = [&](int t) {
+    const int b = t % kBuffers;
+    const int first = w.begin + t * kTokens;
+    if constexpr (kBulk) {
+      if (lane_in_group != 0) return;
+      if (t >= kBuffers) mbarrier_wait(empty + 8 * b, (t / kBuffers - 1) & 1);
+      const uint32_t dst = kv_addr + b * kTileBytes, bar = full + 8 * b;
+      const int row = static_cast<int>(cache_row(table, block_size, block_shift, first, w.end));
+      mbarrier_expect(bar, kTileBytes);
+#pragma unroll
+      for (int m = 0; m < kSlabs; ++m) bulk_box(dst + m * kKvSlabBytes, &cache_map, m * 64, row, bar);
+    } else {
+      if (t >= kBuffers) mbarrier_wait(empty + 8 * b, (t / kBuffers - 1) & 1);
+#pragma unroll
+      for (int pass = 0; pass < kTokens / kRowsPerPass; ++pass) {
+        const int row = lane_in_group / kRowThreads + pass * kRowsPerPass;
+        unsigned char* dst = skv + b * kTileBytes + row * 128 + (((lane_in_group % kRowThreads) ^ (row & 7)) << 4);
+        load_kv_row<T>(dst, cache, cache_row(table, block_size, block_shift, first + row, w.end));
+      }
+      cp_async_arrive(full + 8 * b);
+    }
+  };
+  // Waits for tile t to land (its copies are seen by wgmma after the proxy fence).
+  const auto wait_tile = [&](int t) {
+    mbarrier_wait(full + 8 * (t % kBuffers), (t / kBuffers) & 1);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  };
+  const auto tile_desc = [&](int t, uint32_t offset, uint32_t leading) {
+    return smem_desc(kv_addr + (t % kBuffers) * kTileBytes + offset, leading, 1024);
+  };
 
   int limit[2];
   row_limits(p, w, 16 * warp, limit);
   const float scale_log2 = p.scale * kLog2e;
-  const uint64_t v_desc = smem_desc(kv_addr + group * 4 * kKvSlabBytes, 1024, 1024);  // this warpgroup's V columns
+  const uint32_t v_offset = group * 4 * kKvSlabBytes;  // this warpgroup's value columns in a tile
   const uint64_t q_desc = smem_desc(q_addr, 16, 1024);
+  uint4* p_out = reinterpret_cast<uint4*>(sp + group * kPBytes) + lane_in_group;        // this warpgroup's P
+  const uint4* p_in = reinterpret_cast<const uint4*>(sp + (group ^ 1) * kPBytes) + lane_in_group;  // the other's
+  const int row0 = 16 * warp + gid;  // this thread's rows: row0 and row0 + 8
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   float o[4 * 8][4];  // four 64-column accumulators of m64n64, 8 n8 tiles each
 #pragma unroll
   for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
 
-  for (int t = 0; t < num_tiles; ++t) {
-    cp_async_wait<kStages - 2>();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async writes, read by wgmma
-    __syncthreads();  // tile t visible to all; every wgmma on the stage refilled below has completed
-    if (t + kStages - 1 < num_tiles) {
-      load_kv_row<T>(skv + ((t + kStages - 1) % kStages) * kStageBytes + row_offset, cache, next_row);
-      next_row = tile_row(t + kStages);
-    }
-    cp_async_commit();
-    const uint32_t stage = (t % kStages) * kStageBytes;
-
+  if (group < num_tiles) load_tile(group);
+  for (int a = 0; a < num_tiles; a += 2) {
+    const int b = a + 1, own = a + group;
+    const bool has_b = b < num_tiles;
     float s[4][4];
+    if (own < num_tiles) {
+      wait_tile(own);
+      const int valid = w.end - (w.begin + own * kTokens);
+      if (kBulk && valid < kTokens) {  // the split's last tile, past its end
+        zero_rows(skv + (own % kBuffers) * kTileBytes, valid, lane_in_group);
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        named_sync(3 + group, kGroupThreads);
+      }
 #pragma unroll
-    for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-    wgmma_fence();
-    const uint64_t kv_desc = smem_desc(kv_addr + stage, 16, 1024);
+      for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+      wgmma_fence();
+      issue_scores<T>(s, q_desc, tile_desc(own, 0, 16));
+      wgmma_commit();
+      if (own + 2 < num_tiles) load_tile(own + 2);  // this warpgroup's tile of the next pair, meanwhile
+      wgmma_wait();
+      fence_operands(s);
+    }
+    uint32_t mine[2][4], theirs[2][4];
+    float before[2], after[2];  // the factors of O at a (from the maxima before a) and at b
     if (group == 0) {
-      issue_scores<T, 0>(s, q_desc, kv_desc);
+      online_softmax(s, w.begin + a * kTokens, w.end, limit, scale_log2, tq, m, l, before);
+      p_fragment<T>(s, 0, mine[0]);
+      p_fragment<T>(s, 1, mine[1]);
+      p_out[0] = make_uint4(mine[0][0], mine[0][1], mine[0][2], mine[0][3]);
+      p_out[kGroupThreads] = make_uint4(mine[1][0], mine[1][1], mine[1][2], mine[1][3]);
+      if (tq == 0) smax[row0] = m[0], smax[row0 + 8] = m[1];
+      named_arrive(kScoresOfAReady, kThreads);
+      if (moved(before)) rescale(o, before);
+      fence_operands(o);
+      wgmma_fence();
+      issue_values<T>(o, mine, tile_desc(a, v_offset, 1024));
+      wgmma_commit();
+      named_sync(kScoresOfBReady, kThreads);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m_b = smax[kTileEntries + row0 + 8 * r];
+        after[r] = fast_exp2(m[r] - (m_b == -INFINITY ? 0.0f : m_b));
+        l[r] *= after[r];
+        m[r] = m_b;
+      }
+      if (has_b) {
+        const uint4 x = p_in[0], y = p_in[kGroupThreads];
+        theirs[0][0] = x.x, theirs[0][1] = x.y, theirs[0][2] = x.z, theirs[0][3] = x.w;
+        theirs[1][0] = y.x, theirs[1][1] = y.y, theirs[1][2] = y.z, theirs[1][3] = y.w;
+      }
     } else {
-      issue_scores<T, kKSteps / 2>(s, q_desc, kv_desc);
-    }
-    wgmma_commit();
-    wgmma_wait();
-    fence_operands(s);
-    // The partner thread (same index in the other warpgroup) holds the same fragment positions.
-#pragma unroll
-    for (int i = 0; i < 4; ++i) exchange[(group * 4 + i) * 128 + lane_in_group] = make_float4(s[i][0], s[i][1], s[i][2], s[i][3]);
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float4 x = exchange[((group ^ 1) * 4 + i) * 128 + lane_in_group];
-      s[i][0] += x.x;
-      s[i][1] += x.y;
-      s[i][2] += x.z;
-      s[i][3] += x.w;
-    }
-
-    float alpha[2];
-    online_softmax(s, w.begin + t * kTokens, w.end, limit, scale_log2, tq, m, l, alpha);
-    if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {  // the maxima moved: rescale O
-#pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        o[i][0] *= alpha[0];
-        o[i][1] *= alpha[0];
-        o[i][2] *= alpha[1];
-        o[i][3] *= alpha[1];
+      named_sync(kScoresOfAReady, kThreads);
+      {
+        const uint4 x = p_in[0], y = p_in[kGroupThreads];
+        theirs[0][0] = x.x, theirs[0][1] = x.y, theirs[0][2] = x.z, theirs[0][3] = x.w;
+        theirs[1][0] = y.x, theirs[1][1] = y.y, theirs[1][2] = y.z, theirs[1][3] = y.w;
       }
-    }
-    fence_operands(o);
-    wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kTokens / 16; ++kk) {
-      uint32_t pa[4];
-      p_fragment<T>(s, kk, pa);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        wgmma_pv<T>(o + 8 * j, pa, v_desc + ((stage + j * kKvSlabBytes + kk * 16 * 128) >> 4));
+      for (int r = 0; r < 2; ++r) {
+        const float m_a = smax[row0 + 8 * r];
+        before[r] = fast_exp2(m[r] - (m_a == -INFINITY ? 0.0f : m_a));
+        l[r] *= before[r];
+        m[r] = m_a;
       }
+      after[0] = after[1] = 1.0f;
+      if (has_b) {
+        online_softmax(s, w.begin + b * kTokens, w.end, limit, scale_log2, tq, m, l, after);
+        p_fragment<T>(s, 0, mine[0]);
+        p_fragment<T>(s, 1, mine[1]);
+        p_out[0] = make_uint4(mine[0][0], mine[0][1], mine[0][2], mine[0][3]);
+        p_out[kGroupThreads] = make_uint4(mine[1][0], mine[1][1], mine[1][2], mine[1][3]);
+      }
+      if (tq == 0) smax[kTileEntries + row0] = m[0], smax[kTileEntries + row0 + 8] = m[1];
+      named_arrive(kScoresOfBReady, kThreads);
+      if (moved(before)) rescale(o, before);
+      fence_operands(o);
+      wait_tile(a);
+      wgmma_fence();
+      issue_values<T>(o, theirs, tile_desc(a, v_offset, 1024));
+      wgmma_commit();
     }
-    wgmma_commit();
+    if (has_b) {  // O (at a) *= exp(m_a - m_b), then O += P_b V_b: P_b is wg 1's own, wg 0's from wg 1
+      if (moved(after)) {
+        wgmma_wait();
+        fence_operands(o);
+        rescale(o, after);
+        fence_operands(o);
+      }
+      wgmma_fence();
+      if (group == 0) {
+        wait_tile(b);
+        issue_values<T>(o, theirs, tile_desc(b, v_offset, 1024));
+      } else {
+        issue_values<T>(o, mine, tile_desc(b, v_offset, 1024));
+      }
+      wgmma_commit();
+    }
     wgmma_wait();
     fence_operands(o);
+    if (lane == 0) {  // this warp is done with both tiles
+      mbarrier_arrive(empty + 8 * (a % kBuffers));
+      if (has_b) mbarrier_arrive(empty + 8 * (b % kBuffers));
+    }
   }
-  cp_async_wait<0>();
+  // Each warpgroup summed its own tiles' probabilities: the row sums are the two together (a + b and b + a,
+  // the same float in both warpgroups).
+  __syncthreads();
+  reinterpret_cast<float2*>(sp)[threadIdx.x] = make_float2(l[0], l[1]);
+  __syncthreads();
+  const float2 other = reinterpret_cast<const float2*>(sp)[threadIdx.x ^ kGroupThreads];
+  l[0] += other.x;
+  l[1] += other.y;
   store_rows<T, kKv, 32>(p, w, 16 * warp, group * kColsPerGroup + 2 * tq, o, m, l, group == 0 && tq == 0);
 }
 
 #else
 
-template <typename T>
-__global__ void __launch_bounds__(kThreads, 1) mla_attention_wgmma_kernel(MlaAttentionLaunch) {
+template <typename T, bool kBulk>
+__global__ void __launch_bounds__(kThreads, 1)
+    mla_attention_wgmma_kernel(const MlaAttentionLaunch, const __grid_constant__ CUtensorMap) {
   __trap();
 }
 
 #endif
 
-template <typename T>
-cudaError_t launch_typed(const MlaAttentionLaunch& p, cudaStream_t stream) {
-  const cudaError_t status = allow_smem<mla_attention_wgmma_kernel<T>>(kSmemBytes);
+// The driver's tensor-map encoder, looked up once through the runtime (no link against libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encoder = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    const bool ok = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) ==
+                        cudaSuccess &&
+                    found == cudaDriverEntryPointSuccess;
+    return ok ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn) : nullptr;
+  }();
+  return encoder;
+}
+
+// The cache as a [cache_rows, 576] tensor read in 32 x 64 boxes, 128-byte swizzled; false when the bulk copies
+// cannot serve the launch (a block size that is not a multiple of 32, or no encoder).
+bool cache_tensor_map(const MlaAttentionLaunch& p, CUtensorMap& map) {
+  const auto encode = tensor_map_encoder();
+  if (p.block_size % kTokens != 0 || p.cache_rows <= 0 || p.cache_rows > INT32_MAX || encode == nullptr) return false;
+  const cuuint64_t dims[2] = {kDim, static_cast<cuuint64_t>(p.cache_rows)};
+  const cuuint64_t strides[1] = {kDim * 2};
+  const cuuint32_t box[2] = {64, kTokens};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const auto type = p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  return encode(&map, type, 2, const_cast<void*>(p.cache), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename T, bool kBulk>
+cudaError_t launch_kernel(const MlaAttentionLaunch& p, const CUtensorMap& map, cudaStream_t stream) {
+  const cudaError_t status = allow_smem<mla_attention_wgmma_kernel<T, kBulk>>(kSmemBytes);
   if (status != cudaSuccess) return status;
   const dim3 grid(static_cast<unsigned>(p.num_seqs), static_cast<unsigned>(ceil_div(p.max_query_len * p.heads, kTileEntries)),
                   static_cast<unsigned>(p.splits));
-  mla_attention_wgmma_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(p);
+  mla_attention_wgmma_kernel<T, kBulk><<<grid, kThreads, kSmemBytes, stream>>>(p, map);
   return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_typed(const MlaAttentionLaunch& p, cudaStream_t stream) {
+  CUtensorMap map{};
+  if (cache_tensor_map(p, map)) return launch_kernel<T, true>(p, map, stream);
+  return launch_kernel<T, false>(p, map, stream);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #pragma once
 // The Hopper (sm_90a) kernel of absorbed MLA at DeepSeek-V3's latent shape (512 + 64): the same work
 // split and results contract as mla_attention.cuh's tensor-core kernel, with wgmma reading Q and the KV
-// tile from shared memory once per warpgroup instead of once per warp.
+// tiles from shared memory once per warpgroup instead of once per warp, and two warpgroups taking the tiles in
+// pairs so that one's softmax runs while the other's products do.
 #include "kernels/cuda/mla_attention.cuh"
 
 namespace mtpserve::kernels::cuda {
