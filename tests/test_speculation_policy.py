@@ -334,6 +334,26 @@ def test_where_every_step_fills_a_new_sequence_of_a_class_whose_drafts_fail_reti
     assert taken > 100
 
 
+def test_with_deferred_fills_a_new_sequence_of_a_class_whose_drafts_fail_retires_at_its_first_plan():
+    """Where fills wait (a CPU), a new sequence of a class whose record says, even one standard error high, that its
+    drafts would not pay for their acceptance retires at its first plan too, before its prompt's fill, instead of
+    filling until its own record is known and then stashing until its stash is full. One of another class does not,
+    and the class is measured again after some 200 such sequences."""
+    hot, greedy = 16, 0
+    policy = retiring_policy(8)
+    policy.plan([(i, K_MAX, 100, False, 0, hot) for i in range(8)])
+    for seq_id in range(8):
+        feed_acceptance(policy, seq_id, 0, times=20)
+    first = policy.plan([(100 + i, K_MAX, 100, False, 0, hot) for i in range(7)]
+                        + [(200, K_MAX, 100, False, 0, greedy)])
+    assert first[2] == [True] * 7 + [False]
+    taken = 7
+    while all(policy.plan([(1000 + taken + i, K_MAX, 100, False, 0, hot) for i in range(8)])[2]):
+        taken += 8
+        assert taken < 400
+    assert taken > 100
+
+
 def test_probes_skip_a_sequence_whose_drafts_fail():
     """Probes (one of these 50 plans) draft uniformly, but not for a sequence whose measured acceptance
     makes drafting not pay: that would only catch up its waiting positions."""

@@ -56,6 +56,13 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   const std::vector<bool> fail = failing(candidates, load, always_pays);
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
+    const auto by_class = class_reach(c);
+    if (by_class && acceptance_to_blame(c, load, always_pays, *by_class)) {
+      acceptance_.lean_on_class(c.sampling_class);
+      chosen.drafts[s] = 0;
+      chosen.retire[s] = true;
+      continue;
+    }
     chosen.drop[s] = c.stashed > 0 && !c.pinned && estimated.drafts[s] == 0;
     if (!fail[s]) continue;
     chosen.drafts[s] = 0;
@@ -77,15 +84,12 @@ void SpeculationPolicy::retire_by_batch(const std::vector<DraftCandidate>& candi
   std::unordered_map<int64_t, int64_t> streaks;  // the candidates' only: a finished sequence's goes
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
-    if (c.sampling_class >= 0) acceptance_.classify(c.seq_id, c.sampling_class);
-    if (!c.pinned && c.sampling_class >= 0 && !acceptance_.knows(c.seq_id)) {
-      const auto high = acceptance_.class_high(c.sampling_class);
-      if (high && drafting_gain(load.seqs, load.context, reach_of(*high), /*unfilled=*/true) <= 1) {
-        acceptance_.lean_on_class(c.sampling_class);
-        plan.drafts[s] = 0;
-        plan.retire[s] = true;
-        continue;
-      }
+    const auto by_class = class_reach(c);
+    if (by_class && drafting_gain(load.seqs, load.context, *by_class, /*unfilled=*/true) <= 1) {
+      acceptance_.lean_on_class(c.sampling_class);
+      plan.drafts[s] = 0;
+      plan.retire[s] = true;
+      continue;
     }
     // A sequence whose drafts would beat a step without MTP, were every sequence's like its own, does not count: the
     // batch fails for the others' drafts, and retiring it would cost it its drafts for the rest of its life, after
@@ -239,20 +243,31 @@ void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,
 std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& candidates, const Load& load,
                                              bool always_pays) const {
   std::vector<bool> fail(candidates.size(), false);
-  const std::vector<double> always(k_max_ + 1, 1.0);
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
     if (c.pinned || c.stashed == 0) continue;
     // Its own record, not leaning on the others': drafts that have always been accepted (or not been
     // tried) never fail.
-    const std::vector<double> r = reach_of(acceptance_.measured(c.seq_id));
-    if (drafting_pays(load.seqs, load.context, r)) continue;
-    // Its acceptance is to blame where always-accepted drafts would pay: in this step, or alone in one
-    // (where drafting pays most). Elsewhere the load is, and it keeps its stash for when the load falls.
-    const auto own = static_cast<double>(c.context);
-    fail[s] = always_pays || (drafting_pays(1, own, always) && !drafting_pays(1, own, r));
+    fail[s] = acceptance_to_blame(c, load, always_pays, reach_of(acceptance_.measured(c.seq_id)));
   }
   return fail;
+}
+
+bool SpeculationPolicy::acceptance_to_blame(const DraftCandidate& c, const Load& load, bool always_pays,
+                                            const std::vector<double>& reach) const {
+  if (drafting_pays(load.seqs, load.context, reach)) return false;
+  // Its acceptance is to blame where always-accepted drafts would pay: in this step, or alone in one
+  // (where drafting pays most). Elsewhere the load is, and it keeps its stash for when the load falls.
+  const auto own = static_cast<double>(c.context);
+  return always_pays || (drafting_pays(1, own, std::vector<double>(k_max_ + 1, 1.0)) && !drafting_pays(1, own, reach));
+}
+
+std::optional<std::vector<double>> SpeculationPolicy::class_reach(const DraftCandidate& c) {
+  if (c.sampling_class >= 0) acceptance_.classify(c.seq_id, c.sampling_class);
+  if (c.pinned || c.sampling_class < 0 || acceptance_.knows(c.seq_id)) return std::nullopt;
+  const auto high = acceptance_.class_high(c.sampling_class);
+  if (!high) return std::nullopt;
+  return reach_of(*high);
 }
 
 bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const {

@@ -30,7 +30,12 @@
 // stash and never drafts for it again, so it stops paying the MTP layer's fill and catch-ups (it
 // does not resume drafting if the load falls later). Drafts that are always accepted never fail. A
 // retired sequence stays in the step (NonDrafting): its row and context still count towards the
-// step's costs.
+// step's costs. A new sequence, whose own acceptance is not yet known, retires at once (at its first plan,
+// before its prompt's fill) where its sampling class's record (AcceptanceStats::class_high), even one standard
+// error high, fails the same test: without that it filled every step until its own record was known and then
+// stashed until its stash was full, so it never retired within 64 tokens (on this CPU at temperature 1.5, one
+// request each of 8 to 32 tokens ran at 0.79-0.94x of k = 0 before, 0.94-1.00x once the class's record was known).
+// Such sequences weigh the class's record down as below.
 // For a sequence the estimate gives no drafts at the step's load (in the plan it chooses, on a probe step
 // too; so also wherever even drafts that are always accepted would not pay), catching up is insurance for a
 // load that may fall or an acceptance that may rise, paid on every full stash and every probe. The plan drops its
@@ -178,6 +183,14 @@ class SpeculationPolicy {
   // had its measured acceptance (AcceptanceStats::measured), though it would with drafts that are always
   // accepted, in this batch (`always_pays`) or for the sequence alone in a step.
   std::vector<bool> failing(const std::vector<DraftCandidate>& candidates, const Load& load, bool always_pays) const;
+  // Whether drafts with these reach probabilities do not pay at `load` because of their acceptance: always-accepted
+  // drafts would pay, in this step (`always_pays`) or for the sequence alone in a step.
+  bool acceptance_to_blame(const DraftCandidate& c, const Load& load, bool always_pays,
+                           const std::vector<double>& reach) const;
+  // The reach probabilities of the record of a new sequence's sampling class, one standard error high, where the
+  // sequence has no record of its own yet (and is not pinned) and the class has one; none otherwise. Classifies
+  // the sequence, so that its verifications count towards its class.
+  std::optional<std::vector<double>> class_reach(const DraftCandidate& c);
   // Whether some k >= 1 beats k = 0 for a step of `seqs` sequences (`context` tokens in all) that all draft
   // k with these reach probabilities.
   bool drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const;
