@@ -33,9 +33,10 @@
 // step's costs. A new sequence, whose own acceptance is not yet known, retires at once (at its first plan,
 // before its prompt's fill) where its sampling class's record (AcceptanceStats::class_high), even one standard
 // error high, fails the same test: without that it filled every step until its own record was known and then
-// stashed until its stash was full, so it never retired within 64 tokens (on this CPU at temperature 1.5, one
-// request each of 8 to 32 tokens ran at 0.79-0.94x of k = 0 before, 0.94-1.00x once the class's record was known).
-// Such sequences weigh the class's record down as below.
+// stashed until its stash was full, so it never retired within 64 tokens, and paid its prompt's fill (on this CPU
+// at temperature 1.5 single requests of 4 to 32 tokens ran at 0.84-0.88x of k = 0 before, 0.80-1.08x after; the
+// serving sweep's noise hides the difference: docs/benchmarks.md). Such sequences weigh the class's record down as
+// below.
 // For a sequence the estimate gives no drafts at the step's load (in the plan it chooses, on a probe step
 // too; so also wherever even drafts that are always accepted would not pay), catching up is insurance for a
 // load that may fall or an acceptance that may rise, paid on every full stash and every probe. The plan drops its
