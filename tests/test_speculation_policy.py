@@ -314,13 +314,12 @@ def test_where_every_step_fills_a_few_lucky_drafts_do_not_restart_a_streak():
     assert plans[-1][2] == [True] * 8
 
 
-def test_where_every_step_fills_a_new_sequence_of_a_class_whose_drafts_fail_retires_at_its_first_plan():
+def assert_a_failing_class_retires_new_sequences_at_their_first_plan(policy):
     """Once a sampling class's record weighs enough and says (even one standard error high) that its drafts would not
-    beat a step without MTP, a new sequence of that class retires at its first plan, before its prompt's fill; one of
-    another class does not. Each such sequence weighs the record down, so that after some 200 of them the class's
-    new sequences draft again and measure it anew."""
+    pay, a new sequence of that class retires at its first plan, before its prompt's fill; one of another class does
+    not. Each such sequence weighs the record down, so that after some 200 of them the class's new sequences draft
+    again and measure it anew."""
     hot, greedy = 16, 0
-    policy = gpu_like_policy()
     policy.plan([(i, K_MAX, 100, False, 0, hot) for i in range(8)])
     for seq_id in range(8):
         feed_acceptance(policy, seq_id, 0, times=20)
@@ -332,26 +331,17 @@ def test_where_every_step_fills_a_new_sequence_of_a_class_whose_drafts_fail_reti
         taken += 8
         assert taken < 400
     assert taken > 100
+
+
+def test_where_every_step_fills_a_new_sequence_of_a_class_whose_drafts_fail_retires_at_its_first_plan():
+    """There the test is the batch's: the class's drafts would not beat a step without MTP."""
+    assert_a_failing_class_retires_new_sequences_at_their_first_plan(gpu_like_policy())
 
 
 def test_with_deferred_fills_a_new_sequence_of_a_class_whose_drafts_fail_retires_at_its_first_plan():
-    """Where fills wait (a CPU), a new sequence of a class whose record says, even one standard error high, that its
-    drafts would not pay for their acceptance retires at its first plan too, before its prompt's fill, instead of
-    filling until its own record is known and then stashing until its stash is full. One of another class does not,
-    and the class is measured again after some 200 such sequences."""
-    hot, greedy = 16, 0
-    policy = retiring_policy(8)
-    policy.plan([(i, K_MAX, 100, False, 0, hot) for i in range(8)])
-    for seq_id in range(8):
-        feed_acceptance(policy, seq_id, 0, times=20)
-    first = policy.plan([(100 + i, K_MAX, 100, False, 0, hot) for i in range(7)]
-                        + [(200, K_MAX, 100, False, 0, greedy)])
-    assert first[2] == [True] * 7 + [False]
-    taken = 7
-    while all(policy.plan([(1000 + taken + i, K_MAX, 100, False, 0, hot) for i in range(8)])[2]):
-        taken += 8
-        assert taken < 400
-    assert taken > 100
+    """Where fills wait (a CPU) too, by that path's test (the class's acceptance is to blame, not the load), instead
+    of filling until its own record is known and then stashing until its stash is full."""
+    assert_a_failing_class_retires_new_sequences_at_their_first_plan(retiring_policy(8))
 
 
 def test_probes_skip_a_sequence_whose_drafts_fail():
