@@ -138,27 +138,28 @@ __device__ __forceinline__ void issue_values(float (&o)[32][4], const uint32_t (
   }
 }
 
-// Thread i copies row i / 8 of a tile, 16-byte chunks i % 8 + 8m of it (m = 0..8: one per slab), so
-// eight threads read a row's 1152 contiguous bytes and the swizzled destination is fixed per thread.
+// Where a warpgroup copies a tile with cp.async, its thread i copies rows i / 8 and i / 8 + 16, 16-byte chunks
+// i % 8 + 8m of each (m = 0..8: one per slab), so eight threads read a row's 1152 contiguous bytes and the
+// swizzled destination is fixed per thread.
 constexpr int kRowThreads = 8;
 constexpr int kRowsPerPass = kGroupThreads / kRowThreads;  // a warpgroup copies a tile in two passes
 
-// The cache row of position `pos`, or -1 at or past `end`. Read one tile ahead of its copy, so the
-// block-table load is off the tile's critical path. `block_shift` >= 0 says block_size is 2^block_shift (the
-// usual sizes): a shift instead of an integer division, which costs some 40 instructions a tile.
+// The cache row of position `pos`, or -1 at or past `end`. `block_shift` >= 0 says block_size is
+// 2^block_shift (the usual sizes): a shift instead of an integer division, which costs some 40 instructions a
+// tile.
 __device__ __forceinline__ int64_t cache_row(const int32_t* table, int block_size, int block_shift, int pos, int end) {
   if (pos >= end) return -1;
   const int block = block_shift >= 0 ? pos >> block_shift : pos / block_size;
   return static_cast<int64_t>(table[block]) * block_size + (pos - block * block_size);
 }
 
-// Copies cache row `cache_index` (zeros for -1) into this thread's chunks of a stage row.
+// Copies cache row `cache_index` (zeros for -1) into this thread's chunks of a buffer row.
 template <typename T>
-__device__ __forceinline__ void load_kv_row(unsigned char* stage_row, const T* cache, int64_t cache_index) {
+__device__ __forceinline__ void load_kv_row(unsigned char* buffer_row, const T* cache, int64_t cache_index) {
   const bool valid = cache_index >= 0;
   const T* src = cache + (threadIdx.x % kRowThreads) * 8 + (valid ? cache_index * kDim : 0);
 #pragma unroll
-  for (int m = 0; m < kSlabs; ++m) cp_async16(stage_row + m * kKvSlabBytes, src + m * 64, valid);
+  for (int m = 0; m < kSlabs; ++m) cp_async16(buffer_row + m * kKvSlabBytes, src + m * 64, valid);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -298,6 +299,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint64_t q_desc = smem_desc(q_addr, 16, 1024);
   uint4* p_out = reinterpret_cast<uint4*>(sp + group * kPBytes) + lane_in_group;        // this warpgroup's P
   const uint4* p_in = reinterpret_cast<const uint4*>(sp + (group ^ 1) * kPBytes) + lane_in_group;  // the other's
+  // P of this warpgroup's tile, from its scores: kept as A fragments and handed to the other warpgroup.
+  const auto hand_over = [&](const float (&scores)[4][4], uint32_t (&mine)[2][4]) {
+    p_fragment<T>(scores, 0, mine[0]);
+    p_fragment<T>(scores, 1, mine[1]);
+    p_out[0] = make_uint4(mine[0][0], mine[0][1], mine[0][2], mine[0][3]);
+    p_out[kGroupThreads] = make_uint4(mine[1][0], mine[1][1], mine[1][2], mine[1][3]);
+  };
+  // The other warpgroup's P, as this thread's A fragments (it held the same positions).
+  const auto take_over = [&](uint32_t (&theirs)[2][4]) {
+    const uint4 x = p_in[0], y = p_in[kGroupThreads];
+    theirs[0][0] = x.x, theirs[0][1] = x.y, theirs[0][2] = x.z, theirs[0][3] = x.w;
+    theirs[1][0] = y.x, theirs[1][1] = y.y, theirs[1][2] = y.z, theirs[1][3] = y.w;
+  };
   const int row0 = 16 * warp + gid;  // this thread's rows: row0 and row0 + 8
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   float o[4 * 8][4];  // four 64-column accumulators of m64n64, 8 n8 tiles each
@@ -330,10 +344,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     float before[2], after[2];  // the factors of O at a (from the maxima before a) and at b
     if (group == 0) {
       online_softmax(s, w.begin + a * kTokens, w.end, limit, scale_log2, tq, m, l, before);
-      p_fragment<T>(s, 0, mine[0]);
-      p_fragment<T>(s, 1, mine[1]);
-      p_out[0] = make_uint4(mine[0][0], mine[0][1], mine[0][2], mine[0][3]);
-      p_out[kGroupThreads] = make_uint4(mine[1][0], mine[1][1], mine[1][2], mine[1][3]);
+      hand_over(s, mine);
       if (tq == 0) smax[row0] = m[0], smax[row0 + 8] = m[1];
       named_arrive(kScoresOfAReady, kThreads);
       if (moved(before)) rescale(o, before);
@@ -349,18 +360,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         l[r] *= after[r];
         m[r] = m_b;
       }
-      if (has_b) {
-        const uint4 x = p_in[0], y = p_in[kGroupThreads];
-        theirs[0][0] = x.x, theirs[0][1] = x.y, theirs[0][2] = x.z, theirs[0][3] = x.w;
-        theirs[1][0] = y.x, theirs[1][1] = y.y, theirs[1][2] = y.z, theirs[1][3] = y.w;
-      }
+      if (has_b) take_over(theirs);
     } else {
       named_sync(kScoresOfAReady, kThreads);
-      {
-        const uint4 x = p_in[0], y = p_in[kGroupThreads];
-        theirs[0][0] = x.x, theirs[0][1] = x.y, theirs[0][2] = x.z, theirs[0][3] = x.w;
-        theirs[1][0] = y.x, theirs[1][1] = y.y, theirs[1][2] = y.z, theirs[1][3] = y.w;
-      }
+      take_over(theirs);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const float m_a = smax[row0 + 8 * r];
@@ -371,10 +374,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       after[0] = after[1] = 1.0f;
       if (has_b) {
         online_softmax(s, w.begin + b * kTokens, w.end, limit, scale_log2, tq, m, l, after);
-        p_fragment<T>(s, 0, mine[0]);
-        p_fragment<T>(s, 1, mine[1]);
-        p_out[0] = make_uint4(mine[0][0], mine[0][1], mine[0][2], mine[0][3]);
-        p_out[kGroupThreads] = make_uint4(mine[1][0], mine[1][1], mine[1][2], mine[1][3]);
+        hand_over(s, mine);
       }
       if (tq == 0) smax[kTileEntries + row0] = m[0], smax[kTileEntries + row0 + 8] = m[1];
       named_arrive(kScoresOfBReady, kThreads);
