@@ -119,14 +119,17 @@ def test_routing_and_moe_are_batch_invariant(dtype, threads, on, experts, groups
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAMES.get)
 @pytest.mark.parametrize("ctx", [45, 1300], ids=["one-split", "split-kv"])
-def test_attention_row_is_the_same_in_decode_verify_and_prefill(dtype, threads, on, ctx):
+@pytest.mark.parametrize("shape", [(4, 64, 16, 8), (16, 512, 64, 64)], ids=["d80", "d576"])
+def test_attention_row_is_the_same_in_decode_verify_and_prefill(dtype, threads, on, ctx, shape):
     """The last query row of a sequence with context c: alone (decode), as the last of k + 1 verify
     rows, inside a prefill chunk, and beside other sequences of any length. With 1300 positions and
     an 8192-row cache the GPU splits the KV (at fixed 256-position boundaries), and the other
-    sequences change how many splits the launch has."""
+    sequences change how many splits the launch has. On a Hopper GPU in bf16 the 512 + 64 shape runs the
+    wgmma kernel (tiles taken in pairs by two warpgroups, copied in bulk from 64-row blocks), the 64 + 16 one
+    the mma.sync kernel."""
     g = torch.Generator().manual_seed(4)
-    heads, lora, rope, block = 4, 64, 16, 8
-    blocks = 32 if ctx < 100 else 1024
+    heads, lora, rope, block = shape
+    blocks = (256 if ctx < 100 else 8192) // block
     cache = on(torch.randn(blocks, block, lora + rope, generator=g).to(dtype))
     width = (ctx + 40 + block - 1) // block
     table = on(torch.randperm(blocks, generator=g)[:width].to(torch.int32))
