@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "kernels/cuda/device_info.cuh"
 #include "kernels/cuda/latent_cache.cuh"
 #include "kernels/cuda/mla_attention.cuh"
 #include "kernels/cuda/tensor_args.h"

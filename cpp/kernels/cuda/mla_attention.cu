@@ -1,14 +1,12 @@
 #include "kernels/cuda/mla_attention.cuh"
 
+#include "kernels/cuda/device_info.cuh"
 #include "kernels/cuda/mla_attention_tile.cuh"
 #include "kernels/cuda/mla_attention_wgmma.cuh"
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <climits>
 #include <cmath>
-#include <mutex>
 #include <type_traits>
 
 namespace mtpserve::kernels::cuda {
@@ -389,27 +387,6 @@ cudaError_t launch_combine(const MlaAttentionLaunch& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// A device attribute, asked once per device (-1 where the runtime cannot say).
-template <cudaDeviceAttr Attribute>
-int device_attribute(int device) {
-  static std::array<std::atomic<int>, 64> known{};  // value + 1; 0 = not asked yet
-  const bool cached = device >= 0 && device < static_cast<int>(known.size());
-  const int seen = cached ? known[device].load(std::memory_order_relaxed) : 0;
-  if (seen != 0) return seen - 1;
-  int value = -1;
-  if (cudaDeviceGetAttribute(&value, Attribute, device) != cudaSuccess) value = -1;
-  if (cached) known[device].store(value + 1, std::memory_order_relaxed);
-  return value;
-}
-
-// Whether the current device runs the sm_90a code (wgmma): compute capability 9.0.
-bool sm90a_device() {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  return device_attribute<cudaDevAttrComputeCapabilityMajor>(device) == 9 &&
-         device_attribute<cudaDevAttrComputeCapabilityMinor>(device) == 0;
-}
-
 // The tensor-core pass (wgmma on Hopper at the 512 + 64 shape, mma.sync otherwise), then the combine.
 template <typename T>
 cudaError_t launch_tensor_core(const MlaAttentionLaunch& p, cudaStream_t stream) {
@@ -446,10 +423,6 @@ cudaError_t launch_typed(const MlaAttentionLaunch& p, cudaStream_t stream) {
 }
 
 }  // namespace
-
-int multiprocessor_count(int device) {
-  return std::max(1, device_attribute<cudaDevAttrMultiProcessorCount>(device));
-}
 
 int mla_attention_splits(const MlaAttentionLaunch& p, int64_t max_context_len, int sm_count) {
   if (!uses_mma(p) || max_context_len < 2 * kMinSplitTokens) return 1;

@@ -37,9 +37,6 @@ int mla_attention_splits(const MlaAttentionLaunch& p, int64_t max_context_len, i
 // visible to a row contribute exactly nothing to its combine. Sets p.splits and p.split_tokens.
 void fixed_kv_splits(MlaAttentionLaunch& p, int64_t max_context_len, int64_t cache_rows);
 
-// The multiprocessor count of `device`, queried once per device.
-int multiprocessor_count(int device);
-
 cudaError_t launch_mla_attention(const MlaAttentionLaunch& p, cudaStream_t stream);
 
 }  // namespace mtpserve::kernels::cuda

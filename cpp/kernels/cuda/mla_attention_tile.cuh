@@ -1,10 +1,8 @@
 #pragma once
 // What the tensor-core MLA kernels (mla_attention.cu's mma.sync kernel and the Hopper wgmma kernel)
 // share: the (sequence, entry tile, KV split) work of a block, the split constants, the online softmax of a
-// tile, fragment packing and the shared-memory limit.
-#include <array>
+// tile and fragment packing.
 #include <cmath>
-#include <mutex>
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/mla_attention.cuh"
@@ -193,24 +191,6 @@ __device__ __forceinline__ void store_rows(const MlaAttentionLaunch& p, const Ti
       if (writes_lse) p.lse[blockIdx.z * rows_total + out_row] = l[r] > 0.0f ? m[r] + log2f(l[r]) : -INFINITY;
     }
   }
-}
-
-// Raises Kernel's dynamic shared memory limit to at least `bytes` on the current device, calling the
-// runtime only when the limit must grow: launches captured into a CUDA graph after a first eager call
-// make no attribute calls.
-template <auto Kernel>
-cudaError_t allow_smem(size_t bytes) {
-  static std::array<size_t, 64> allowed{};
-  static std::mutex mutex;
-  int device = 0;
-  cudaError_t status = cudaGetDevice(&device);
-  if (status != cudaSuccess) return status;
-  std::lock_guard<std::mutex> lock(mutex);
-  const bool cached = device < static_cast<int>(allowed.size());
-  if (cached && allowed[device] >= bytes) return cudaSuccess;
-  status = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-  if (status == cudaSuccess && cached) allowed[device] = bytes;
-  return status;
 }
 
 }  // namespace mtpserve::kernels::cuda::mla_tile

@@ -1,14 +1,17 @@
 #include "kernels/cuda/mla_attention_wgmma.cuh"
 
-#include <cudaTypedefs.h>  // the tensor-map encoder's signature; the encoder itself comes through the runtime
-
+#include "kernels/cuda/device_info.cuh"
 #include "kernels/cuda/mla_attention_tile.cuh"
+#include "kernels/cuda/tensor_map.cuh"
+#include "kernels/cuda/wgmma.cuh"
 
 namespace mtpserve::kernels::cuda {
 
 namespace {
 
 using namespace mla_tile;
+using wgmma::fence_operands;
+using wgmma::smem_desc;
 
 // ---------------------------------------------------------------------------------------------
 // Shapes. A block's 64 entries are wgmma's M; the 576 dims lie in nine 64-wide slabs of 128-byte rows,
@@ -43,75 +46,6 @@ __device__ __forceinline__ uint32_t swizzled(int row, int c, int slab_bytes) {
   return (c >> 3) * slab_bytes + row * 128 + (((c & 7) ^ (row & 7)) << 4);
 }
 
-// ---------------------------------------------------------------------------------------------
-// wgmma (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"). The descriptor names a
-// 128-byte-swizzled operand: start address, leading and stride byte offsets (each >> 4), swizzle 1.
-// K-major operands (Q, K) step 8-row groups by 1024 bytes; the MN-major V of one 64-column atom steps its
-// 8-token groups by 1024 bytes too, so both offsets are 1024 there and the layout is the same whichever
-// the hardware reads.
-
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t leading, uint32_t stride) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(leading >> 4) << 16) |
-         (static_cast<uint64_t>(stride >> 4) << 32) | (1ull << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-
-// Keeps the compiler from moving accumulator reads and writes across the asynchronous wgmma.
-template <int N>
-__device__ __forceinline__ void fence_operands(float (&r)[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) asm volatile("" : "+f"(r[i][c])::"memory");
-  }
-}
-
-#define MTPSERVE_ACC16(d)                                                                                    \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
-      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
-      "+f"(d[3][2]), "+f"(d[3][3])
-#define MTPSERVE_ACC32(d) MTPSERVE_ACC16(d), MTPSERVE_ACC16((d + 4))
-
-#define MTPSERVE_WGMMA_QK(TYPE)                                                                             \
-  asm volatile(                                                                                             \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                                          \
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "                                      \
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n" \
-      : MTPSERVE_ACC16(d)                                                                                   \
-      : "l"(a), "l"(b), "r"(accumulate))
-
-// d (64 x 32) (+)= A (64 x 16, K-major in shared memory) * B (16 x 32, K-major in shared memory).
-template <typename T>
-__device__ __forceinline__ void wgmma_qk(float (&d)[4][4], uint64_t a, uint64_t b, int accumulate) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    MTPSERVE_WGMMA_QK("bf16");
-  } else {
-    MTPSERVE_WGMMA_QK("f16");
-  }
-}
-
-#define MTPSERVE_WGMMA_PV(TYPE)                                                                              \
-  asm volatile(                                                                                              \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                             \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                                       \
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
-      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"     \
-      : MTPSERVE_ACC32(d)                                                                                    \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b))
-
-// d (64 x 64) += A (64 x 16, registers) * B (16 x 64, MN-major in shared memory).
-template <typename T>
-__device__ __forceinline__ void wgmma_pv(float (*d)[4], const uint32_t (&a)[4], uint64_t b) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    MTPSERVE_WGMMA_PV("bf16");
-  } else {
-    MTPSERVE_WGMMA_PV("f16");
-  }
-}
-
 // S (64 x 32) = Q K^T over the 576 dims, from descriptors of Q's and the KV tile's first slab: every k16 step's
 // descriptor is a compile-time offset from those (the address field is the low 14 bits of byte address / 16
 // and shared memory stays below 256 KB, so adding never carries out of it), which keeps the per-step work to
@@ -122,7 +56,7 @@ __device__ __forceinline__ void issue_scores(float (&s)[4][4], uint64_t q_desc, 
   for (int ks = 0; ks < kKSteps; ++ks) {
     constexpr int kSlabStep = 4;  // k16 steps per 128-byte swizzle row
     const uint32_t within = (ks % kSlabStep) * 32;
-    wgmma_qk<T>(s, q_desc + (((ks / kSlabStep) * kQSlabBytes + within) >> 4),
+    wgmma::mma_ss_n32<T>(s, q_desc + (((ks / kSlabStep) * kQSlabBytes + within) >> 4),
                 kv_desc + (((ks / kSlabStep) * kKvSlabBytes + within) >> 4), ks > 0);
   }
 }
@@ -134,7 +68,7 @@ __device__ __forceinline__ void issue_values(float (&o)[32][4], const uint32_t (
 #pragma unroll
   for (int kk = 0; kk < kTokens / 16; ++kk) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) wgmma_pv<T>(o + 8 * j, pa[kk], v_desc + ((j * kKvSlabBytes + kk * 16 * 128) >> 4));
+    for (int j = 0; j < 4; ++j) wgmma::mma_rs_n64<T>(o + 8 * j, pa[kk], v_desc + ((j * kKvSlabBytes + kk * 16 * 128) >> 4));
   }
 }
 
@@ -333,11 +267,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-      wgmma_fence();
+      wgmma::fence();
       issue_scores<T>(s, q_desc, tile_desc(own, 0, 16));
-      wgmma_commit();
+      wgmma::commit();
       if (own + 2 < num_tiles) load_tile(own + 2);  // this warpgroup's tile of the next pair, meanwhile
-      wgmma_wait();
+      wgmma::wait();
       fence_operands(s);
     }
     uint32_t mine[2][4], theirs[2][4];
@@ -349,9 +283,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       named_arrive(kScoresOfAReady, kThreads);
       if (moved(before)) rescale(o, before);
       fence_operands(o);
-      wgmma_fence();
+      wgmma::fence();
       issue_values<T>(o, mine, tile_desc(a, v_offset, 1024));
-      wgmma_commit();
+      wgmma::commit();
       named_sync(kScoresOfBReady, kThreads);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
@@ -381,27 +315,27 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (moved(before)) rescale(o, before);
       fence_operands(o);
       wait_tile(a);
-      wgmma_fence();
+      wgmma::fence();
       issue_values<T>(o, theirs, tile_desc(a, v_offset, 1024));
-      wgmma_commit();
+      wgmma::commit();
     }
     if (has_b) {  // O (at a) *= exp(m_a - m_b), then O += P_b V_b: P_b is wg 1's own, wg 0's from wg 1
       if (moved(after)) {
-        wgmma_wait();
+        wgmma::wait();
         fence_operands(o);
         rescale(o, after);
         fence_operands(o);
       }
-      wgmma_fence();
+      wgmma::fence();
       if (group == 0) {
         wait_tile(b);
         issue_values<T>(o, theirs, tile_desc(b, v_offset, 1024));
       } else {
         issue_values<T>(o, mine, tile_desc(b, v_offset, 1024));
       }
-      wgmma_commit();
+      wgmma::commit();
     }
-    wgmma_wait();
+    wgmma::wait();
     fence_operands(o);
     if (lane == 0) {  // this warp is done with both tiles
       mbarrier_arrive(empty + 8 * (a % kBuffers));
@@ -429,31 +363,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 #endif
 
-// The driver's tensor-map encoder, looked up once through the runtime (no link against libcuda).
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encoder = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    const bool ok = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) ==
-                        cudaSuccess &&
-                    found == cudaDriverEntryPointSuccess;
-    return ok ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn) : nullptr;
-  }();
-  return encoder;
-}
-
-// The cache as a [cache_rows, 576] tensor read in 32 x 64 boxes, 128-byte swizzled; false when the bulk copies
-// cannot serve the launch (a block size that is not a multiple of 32, or no encoder).
+// The cache as a [cache_rows, 576] tensor read in 32 x 64 boxes; false when the bulk copies cannot serve the
+// launch (a block size that is not a multiple of 32, or no encoder).
 bool cache_tensor_map(const MlaAttentionLaunch& p, CUtensorMap& map) {
-  const auto encode = tensor_map_encoder();
-  if (p.block_size % kTokens != 0 || p.cache_rows <= 0 || p.cache_rows > INT32_MAX || encode == nullptr) return false;
-  const cuuint64_t dims[2] = {kDim, static_cast<cuuint64_t>(p.cache_rows)};
-  const cuuint64_t strides[1] = {kDim * 2};
-  const cuuint32_t box[2] = {64, kTokens};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const auto type = p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  return encode(&map, type, 2, const_cast<void*>(p.cache), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return p.block_size % kTokens == 0 && encode_swizzled_map(map, p.cache, p.dtype, p.cache_rows, kDim, kTokens);
 }
 
 template <typename T, bool kBulk>

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/cuda/device_info.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 #include "kernels/cuda/moe_routing.cuh"
 #include "kernels/cuda/norm_rope.cuh"

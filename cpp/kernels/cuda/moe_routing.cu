@@ -306,9 +306,4 @@ cudaError_t launch_combine(const CombineLaunch& p, cudaStream_t stream) {
   });
 }
 
-int compute_capability_major(int device) {
-  int major = -1;
-  return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess ? major : -1;
-}
-
 }  // namespace mtpserve::kernels::cuda

@@ -55,7 +55,4 @@ struct CombineLaunch {
 };
 cudaError_t launch_combine(const CombineLaunch& p, cudaStream_t stream);
 
-// The compute capability's major number of `device`, or -1 when it cannot be read.
-int compute_capability_major(int device);
-
 }  // namespace mtpserve::kernels::cuda
