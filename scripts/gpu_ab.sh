@@ -4,7 +4,8 @@
 # relative paths; B) and rebuilds incrementally, and runs $AB_CMD after each build in the order A B A B, so
 # that drift of the machine shows as a difference between the two runs of one version. Each run's output
 # goes to its own folder (the command sees it as $RUN_OUT), all four archived at the end as $OUT/runs.tgz (the
-# device tool returns only so many files); the tree is left as B.
+# device tool returns only so many files). The tree ends as A, its files newer than the build's, so that the
+# machine's next build (it keeps build folders between calls) compiles them again.
 #   AB_VARIANT=.ab/new AB_CMD='python3 scripts/bench_mla_attention.py --batches 16,64 --out $RUN_OUT' \
 #     bash scripts/gpu_ab.sh
 # AB_TEST (optional) runs once against each version before its first timing, e.g. the kernel's tests.
@@ -42,6 +43,7 @@ for run in A1 B1 A2 B2; do
   mkdir -p "$out/$run"
   RUN_OUT=$out/$run bash -c "$AB_CMD" 2>&1 | tee "$out/$run/output.txt" | tail -25 || status=1
 done
+for f in $files; do cp "$saved/$f" "$f"; done
 # The device returns a limited number of files: one archive of the runs' folders comes back whole.
 tar czf "$out/runs.tgz" -C "$out" A1 B1 A2 B2 && rm -rf "$out"/A1 "$out"/B1 "$out"/A2 "$out"/B2
 exit $status
