@@ -44,11 +44,11 @@ def layer_graph_us(fn, inputs, reps: int) -> float:
     return graph_us(run_all, len(inputs), reps)
 
 
-def weight_set(seed: int) -> dict:
+def weight_set(seed: int, router_bias: float) -> dict:
     torch.manual_seed(seed)
     return {
         "gate": torch.randn(EXPERTS, HIDDEN, device="cuda") / HIDDEN**0.5,
-        "bias": 0.1 * torch.randn(EXPERTS, device="cuda"),
+        "bias": router_bias * torch.randn(EXPERTS, device="cuda"),
         "gate_up": torch.randn(EXPERTS, 2 * INTER, HIDDEN, device="cuda", dtype=torch.bfloat16).div_(HIDDEN**0.5),
         "down": torch.randn(EXPERTS, HIDDEN, INTER, device="cuda", dtype=torch.bfloat16).div_(INTER**0.5),
         "shared_gate_up": torch.randn(2 * INTER, HIDDEN, device="cuda", dtype=torch.bfloat16) / HIDDEN**0.5,
@@ -96,6 +96,9 @@ def main() -> None:
     parser.add_argument("--weight-sets", type=int, default=2, help="expert weight sets to rotate (22.5 GB each)")
     parser.add_argument("--input-sets", type=int, default=8)
     parser.add_argument("--reps", type=int, default=40)
+    parser.add_argument("--router-bias", type=float, default=0.1,
+                        help="scale of the random correction bias: 0.1 skews the routing (about 128 distinct experts at "
+                             "64 tokens), 0 leaves the random router's own spread (uniform routing would give 223)")
     parser.add_argument("--breakdown", type=int, nargs="*", default=[], help="token counts to profile")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     args = parser.parse_args()
@@ -104,7 +107,7 @@ def main() -> None:
     per_set = EXPERTS * EXPERT_BYTES + EXPERT_BYTES + ROUTER_BYTES
     free, _ = torch.cuda.mem_get_info()
     sets = max(1, min(args.weight_sets, int(0.8 * free // per_set)))
-    weights = [weight_set(seed) for seed in range(sets)]
+    weights = [weight_set(seed, args.router_bias) for seed in range(sets)]
 
     rows = []
     for tokens in args.tokens:
@@ -154,7 +157,7 @@ def main() -> None:
     path = os.path.join(args.out, "bench_moe.json")
     with open(path, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "copy_bandwidth_bytes_per_s": bandwidth,
-                   "weight_sets": sets, "rows": rows}, f, indent=2)
+                   "weight_sets": sets, "router_bias": args.router_bias, "rows": rows}, f, indent=2)
     print(f"\nwrote {path}")
 
 

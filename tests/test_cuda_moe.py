@@ -1,6 +1,8 @@
 """The CUDA MoE kernels (marker cuda) against the CPU kernels of the same interface: noaux_tc routing on
 DeepSeek-V3's dims and the tiny model's with a random non-zero correction bias, and the routed experts
-in bf16 (expert GEMVs up to 64 assignments, grouped GEMMs beyond; --batch_invariant's GEMVs at every size),
+in bf16 (expert GEMVs for one token, and up to 64 assignments off Hopper; grouped GEMMs beyond: our wgmma kernel
+on Hopper up to 8 rows per expert on average, torch._grouped_mm past that; --batch_invariant's GEMVs at every
+size),
 fp16 and fp32 (every expert), including skewed routing and 1 and 300 tokens."""
 import pytest
 import torch
@@ -112,6 +114,44 @@ def test_moe_experts(dtype, tokens, shape, routing):
     assert gpu.dtype == dtype and gpu.shape == (tokens, hidden)
     err = (gpu.cpu().float() - ref).abs().max().item()
     assert err <= MOE_TOL[dtype] * ref.abs().max().item(), err
+
+
+def hopper() -> bool:
+    return torch.cuda.get_device_capability() == (9, 0)
+
+
+def few_rows_case(tokens: int, routing):
+    """64 experts, hidden 256, inter 128, top-8: the MoE inputs of `tokens` tokens and their CPU reference."""
+    experts, hidden, inter, top_k, dtype = 64, 256, 128, 8, torch.bfloat16
+    gate_up, down = expert_weights(experts, hidden, inter, dtype, seed=tokens)
+    x = torch.randn(tokens, hidden, generator=gen(5))
+    weights, chosen = routing(tokens, experts, top_k, seed=6)
+    return run_both(x, gate_up, down, weights, chosen, dtype)
+
+
+@pytest.mark.parametrize("tokens", [2, 9, 40, 64])
+@pytest.mark.parametrize("routing", [random_routing, skewed_routing], ids=["random", "skewed"])
+def test_expert_gemm_kernel_at_a_few_rows_per_expert(tokens, routing):
+    """16 to 512 assignments, at most 8 per expert on average: on a Hopper GPU the wgmma expert GEMMs. Skewed
+    routing gives 8 experts 40 or 64 rows each: several passes of 32 rows per expert, the last one partial, and
+    rows past the input's end."""
+    gpu, ref = few_rows_case(tokens, routing)
+    err = (gpu.cpu().float() - ref).abs().max().item()
+    assert err <= MOE_TOL[torch.bfloat16] * ref.abs().max().item(), err
+
+
+@pytest.mark.parametrize("tokens,ours", [(1, False), (9, True), (300, False)])
+def test_which_steps_run_the_expert_gemm_kernel(tokens, ours):
+    """On Hopper, 2 tokens to 8 rows per expert on average take the wgmma kernel; one token takes the GEMVs and
+    300 tokens x top-8 over 64 experts torch._grouped_mm. Elsewhere the kernel never runs."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        few_rows_case(tokens, random_routing)
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    if not kernels:
+        pytest.skip("the profiler recorded no kernels (another tool holds CUPTI, as compute-sanitizer does)")
+    ran = any("expert_gemm_kernel" in name for name in kernels)
+    assert ran == (ours and hopper()), kernels
 
 
 @pytest.mark.parametrize("routing", [random_routing, skewed_routing], ids=["random", "skewed"])

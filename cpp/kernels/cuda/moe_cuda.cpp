@@ -1,7 +1,8 @@
-// MoE on the GPU: routing and grouping by our kernels, the bf16 expert GEMMs by torch._grouped_mm,
-// which reads only the weights of experts that got rows; no host sync anywhere. A few assignments
-// (decode and verify at small batch) run as our expert GEMVs instead. Other dtypes (the fp32 test
-// mode), and layouts neither fast path takes, compute every expert.
+// MoE on the GPU: routing and grouping by our kernels; the bf16 expert GEMMs of a step with a few rows per
+// expert (decode and verify) by our wgmma kernel on Hopper, larger steps by torch._grouped_mm, both reading
+// only the weights of experts that got rows; no host sync anywhere. One token (and, where the wgmma kernel
+// does not run, up to 64 assignments) runs as our expert GEMVs instead. Other dtypes (the fp32 test mode),
+// and layouts no fast path takes, compute every expert.
 #include "kernels/cuda/moe_cuda.h"
 
 #include <ATen/ATen.h>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "kernels/cuda/device_info.cuh"
+#include "kernels/cuda/expert_gemm_wgmma.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 #include "kernels/cuda/moe_routing.cuh"
 #include "kernels/cuda/norm_rope.cuh"
@@ -111,6 +113,28 @@ void validate_experts(const at::Tensor& x, const at::Tensor& gate_up, const at::
   dtype_of(x, "moe_experts");  // throws for a dtype no path takes
 }
 
+// Rows per expert, on average, up to which a step's expert GEMMs run on our kernel: it streams an expert's
+// weights once per 32 of its rows, where torch._grouped_mm pads every expert's rows to a 64- or 128-row tile.
+constexpr int64_t kFewRowsPerExpert = 8;
+
+// Whether a step of `rows` assignments runs both expert GEMMs on our wgmma kernel.
+bool few_rows_per_expert(int64_t rows, const at::Tensor& gate_up, const at::Tensor& down) {
+  const int64_t experts = gate_up.size(0), hidden = gate_up.size(2), inter = down.size(2);
+  const DType dtype = dtype_of(gate_up, "moe_experts");
+  return rows <= kFewRowsPerExpert * experts && expert_gemm_fits(rows, 2 * inter, hidden, experts, dtype) &&
+         expert_gemm_fits(rows, hidden, inter, experts, dtype);
+}
+
+// out[r] = in[r] W[e]^T over launch_group's row groups (`offsets`, cumulative ends per expert), on our kernel.
+at::Tensor expert_gemm(const at::Tensor& in, const at::Tensor& weight, const at::Tensor& offsets) {
+  const int64_t rows = in.size(0), n = weight.size(1);
+  auto out = at::empty({rows, n}, in.options());
+  const ExpertGemmLaunch p{in.data_ptr(), weight.data_ptr(), offsets.data_ptr<int32_t>(), out.data_ptr(), rows, n,
+                           in.size(1), weight.size(0), dtype_of(in, "moe_experts")};
+  check_launch(launch_expert_gemm(p, stream_of(in)), "moe_experts: expert GEMM");
+  return out;
+}
+
 at::Tensor grouped_experts(const at::Tensor& x_in, const at::Tensor& gate_up, const at::Tensor& down,
                            const Routing& routing) {
   auto x = x_in.contiguous();
@@ -132,12 +156,14 @@ at::Tensor grouped_experts(const at::Tensor& x_in, const at::Tensor& gate_up, co
                             DType::kBFloat16};
   check_launch(launch_gather(gather, stream), "moe_experts: gather");
 
-  auto gate_up_out = at::_grouped_mm(grouped, gate_up.transpose(1, 2), offsets);  // [assignments, 2I]
+  const bool ours = few_rows_per_expert(assignments, gate_up, down);
+  auto gate_up_out = ours ? expert_gemm(grouped, gate_up, offsets)
+                          : at::_grouped_mm(grouped, gate_up.transpose(1, 2), offsets);  // [assignments, 2I]
   auto h = at::empty({assignments, inter}, x.options());
   const SiluAndMulLaunch act{gate_up_out.data_ptr(), h.data_ptr(), assignments, inter, gate_up_out.stride(0),
                              DType::kBFloat16};
   check_launch(launch_silu_and_mul(act, stream), "moe_experts: silu_and_mul");
-  auto y = at::_grouped_mm(h, down.transpose(1, 2), offsets);  // [assignments, H]
+  auto y = ours ? expert_gemm(h, down, offsets) : at::_grouped_mm(h, down.transpose(1, 2), offsets);  // [assignments, H]
 
   auto out = at::empty({tokens, hidden}, x.options());
   const CombineLaunch combine{y.data_ptr(), row_of.data_ptr<int32_t>(), weights.data_ptr<float>(), out.data_ptr(),
@@ -173,9 +199,13 @@ at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& gate_up, const at:
     return moe_all_experts(x, gate_up, down, routing);
   }
   const int64_t top_k = routing.experts.size(1);
-  // Past a few assignments the grouped GEMMs win, even where they pad 2-3 tokens per expert to a tile: the
-  // grouped GEMVs measured 49% of the floor at 64 tokens against their 95% (docs/benchmarks.md).
-  if (top_k <= kMaxGemvTopK && tokens * top_k <= kMaxGemvAssignments) return gemv_experts(x, gate_up, down, routing);
+  // One token reads its experts fastest through the GEMVs (no grouping, gather or combine launches). From two
+  // tokens on our expert GEMMs, where they run, read at the copy bandwidth; past a few assignments the grouped
+  // GEMMs beat the GEMVs too, which measured 49% of the floor at 64 tokens (docs/benchmarks.md).
+  const bool gemv_size = top_k <= kMaxGemvTopK && tokens * top_k <= kMaxGemvAssignments;
+  if (gemv_size && (tokens == 1 || !few_rows_per_expert(tokens * top_k, gate_up, down))) {
+    return gemv_experts(x, gate_up, down, routing);
+  }
   if (!grouped_mm_fits(x)) return moe_all_experts(x, gate_up, down, routing);
   return grouped_experts(x, gate_up, down, routing);
 }
