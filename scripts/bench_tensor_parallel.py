@@ -10,7 +10,9 @@ TP replicates, is the same fixed size everywhere) and at the end of the eager ru
 
 Every rank is its own process (TP = 1 too, so that its memory is measured alike). Needs two GPUs; NVLink
 multicast is kept off. One command: python3 scripts/bench_tensor_parallel.py --out DIR (default $OUT).
-Writes tensor_parallel.json and tensor_parallel.md there.
+Writes tensor_parallel.json and tensor_parallel.md there. --profile also records each TP = 2 rank's graphs
+run with torch.profiler (host and GPU) and writes its busiest ops to tp2_profile_rank0_batch<b>.txt (rank 0,
+each batch's timed call) and tp2_profile_rank1.txt (rank 1's whole run): where a TP = 2 step's time goes.
 """
 from __future__ import annotations
 
@@ -129,8 +131,29 @@ def generate(core: EngineCore, prompts: list[list[int]], max_tokens: int) -> tup
     return [out[str(i)] for i in range(len(prompts))], time.perf_counter() - start
 
 
+def profiled(enabled: bool, out: Path):
+    """A torch.profiler context over the host and the GPU that writes its busiest ops to `out` (or nothing)."""
+    import contextlib
+
+    if not enabled:
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def run():
+        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        # Rank 0's engine steps on its own thread, which the profiler records only when told to.
+        every_thread = torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
+        with torch.profiler.profile(activities=activities, experimental_config=every_thread) as prof:
+            yield
+        averages = prof.key_averages()
+        out.write_text("by host time (self):\n" + averages.table(sort_by="self_cpu_time_total", row_limit=25) +
+                       "\nby GPU time (self):\n" + averages.table(sort_by="self_device_time_total", row_limit=25))
+
+    return run()
+
+
 def rank_main(rank: int, world: int, port: int, model: str, dtype: str, batches: list[int], prompt_len: int,
-              max_tokens: int, graphs: list[bool], result_file: str, cpu: bool) -> None:
+              max_tokens: int, graphs: list[bool], result_file: str, cpu: bool, profile_dir: str | None) -> None:
     device = "cpu" if cpu else f"cuda:{rank}"
     if not cpu:  # the allocator's memory stats exist once the device has allocated
         torch.cuda.set_device(device)
@@ -144,10 +167,13 @@ def rank_main(rank: int, world: int, port: int, model: str, dtype: str, batches:
                               enable_graph=graph, max_seqs_per_batch=max(batches))
             if not cpu:
                 torch.cuda.reset_peak_memory_stats(device)
+            # The last run of the list is the one with graphs (eager on the CPU's dry run).
+            profile = profile_dir is not None and graph == graphs[-1] and world > 1
             if rank > 0:
                 worker = WorkerCore(args, tp, lambda n, shared: n)
                 loaded = memory(device)
-                worker.run()
+                with profiled(profile, Path(profile_dir or ".") / f"tp{world}_profile_rank{rank}.txt"):
+                    worker.run()
                 result["runs"].append({"graphs": graph, "loaded": loaded, "end": memory(device)})
                 del worker
                 continue
@@ -158,7 +184,8 @@ def rank_main(rank: int, world: int, port: int, model: str, dtype: str, batches:
                 for batch in batches:
                     prompts = torch.randint(2, 8000, (batch, prompt_len), generator=g).tolist()
                     generate(core, prompts[:1], 8)  # warm-up
-                    tokens, seconds = generate(core, prompts, max_tokens)
+                    with profiled(profile, Path(profile_dir or ".") / f"tp{world}_profile_rank0_batch{batch}.txt"):
+                        tokens, seconds = generate(core, prompts, max_tokens)
                     run["batches"].append({"batch": batch, "tokens_per_s": batch * max_tokens / seconds,
                                            "seconds": seconds, "tokens": tokens})
                 run["end"] = memory(device)
@@ -178,7 +205,7 @@ def rank_main(rank: int, world: int, port: int, model: str, dtype: str, batches:
 def run_group(world: int, model: str, dtype: str, ns, graphs: list[bool], work: Path) -> list[dict]:
     result_file = str(work / f"tp{world}")
     mp.spawn(rank_main, args=(world, free_port_pair(), model, dtype, ns.batch_sizes, ns.prompt_len, ns.max_tokens,
-                              graphs, result_file, ns.cpu), nprocs=world, join=True)
+                              graphs, result_file, ns.cpu, ns.out if ns.profile else None), nprocs=world, join=True)
     return [json.loads(Path(f"{result_file}.rank{r}").read_text()) for r in range(world)]
 
 
@@ -241,6 +268,8 @@ def main() -> None:
     parser.add_argument("--random-layers", type=int, default=4,
                         help="also a random hidden-2048, 64-expert checkpoint of this many layers (0: none)")
     parser.add_argument("--cpu", action="store_true", help="a dry run of this script on the CPU (gloo, no graphs)")
+    parser.add_argument("--profile", action="store_true",
+                        help="torch.profiler on every TP = 2 rank during its graphs run: tp2_profile_rank*.txt")
     ns = parser.parse_args()
     if not ns.cpu and torch.cuda.device_count() < 2:
         raise SystemExit(f"needs two GPUs, torch sees {torch.cuda.device_count()}")

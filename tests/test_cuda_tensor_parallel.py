@@ -1,7 +1,8 @@
 """Tensor parallelism over NCCL, one GPU per rank (two real processes): greedy output at TP = 2 equals
 TP = 1 in fp32, where any divergence must be a near-tie of the TP = 1 run (an all-reduce of partial sums
 rounds differently from one GEMM), and MTP k = 1..3 equals k = 0 at TP = 2 under the same rule; with
-CUDA graphs at TP = 2 the output equals the eager output under that rule; the same for expert parallelism
+CUDA graphs at TP = 2 the output equals the eager output under that rule (and exactly, in bf16 with
+--batch_invariant); the same for expert parallelism
 (EP = 2, all-to-all over NCCL). The divergences are counted and printed (run with -s)."""
 from __future__ import annotations
 
@@ -67,6 +68,19 @@ def test_batch_invariant_mtp_equals_no_mtp_at_tp2_in_bf16(tmp_path):
     outputs = run_group(2, runs, PROMPTS, GREEDY, tmp_path / "tp2_invariant.pt", devices=DEVICES)
     for k in (1, 2, 3):
         assert [o["tokens"] for o in outputs[k]] == [o["tokens"] for o in outputs[0]], f"k={k}"
+
+
+def test_batch_invariant_graphs_at_tp2_equal_eager_in_bf16(tmp_path):
+    """The same mode with CUDA graphs at TP = 2: 7 prompts replay the bucket of 8 (a padded row), and a padded
+    row changes no real row's bits there, so graphs equal eager k = 0 token for token for k = 0..3."""
+    runs = [dict(engine(0), dtype="bfloat16", batch_invariant=True)]
+    runs += [dict(engine(k, graphs=True), dtype="bfloat16", batch_invariant=True) for k in range(4)]
+    outputs, by_run = run_group(2, runs, PROMPTS[:7], GREEDY, tmp_path / "tp2_invariant_graphs.pt", devices=DEVICES,
+                                with_groups=True)
+    eager = [o["tokens"] for o in outputs[0]]
+    for k in range(4):
+        assert by_run[1 + k]["graphs"] == 4 * (2 * k + 1), by_run[1 + k]
+        assert [o["tokens"] for o in outputs[1 + k]] == eager, f"graphs, k={k}"
 
 
 def test_expert_parallel_on_two_gpus_equals_one_gpu(tmp_path):
