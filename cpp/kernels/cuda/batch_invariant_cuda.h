@@ -5,7 +5,9 @@
 //  - GEMMs (projections, router in fp32, LM head, per-head absorbed MLA matmuls): row_invariant_gemm.cuh,
 //    one fixed reduction order per element instead of cuBLAS's row-count-dependent kernels.
 //  - Attention: the same kernels with KV splits at fixed boundaries (fixed_kv_splits).
-//  - MoE: the expert GEMVs for every step size (moe_gemv.cuh), combined in fp32 in k order per token.
+//  - MoE: in bf16 on compute capability 9.0, our wgmma expert GEMMs for every step size (expert_gemm_wgmma.cuh:
+//    one row's fixed-order tensor-core dot products, whatever shares its pass); elsewhere the expert GEMVs
+//    (moe_gemv.cuh); combined in fp32 in k order per token.
 //  - RMSNorm (threads by row width), RoPE, SiLU, routing and sampling are per-row kernels already:
 //    shared with the fast table.
 #include "kernels/kernel_ops.h"

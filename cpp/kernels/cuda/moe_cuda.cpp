@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/device_info.cuh"
 #include "kernels/cuda/expert_gemm_wgmma.cuh"
@@ -117,12 +118,16 @@ void validate_experts(const at::Tensor& x, const at::Tensor& gate_up, const at::
 // weights once per 32 of its rows, where torch._grouped_mm pads every expert's rows to a 64- or 128-row tile.
 constexpr int64_t kFewRowsPerExpert = 8;
 
-// Whether a step of `rows` assignments runs both expert GEMMs on our wgmma kernel.
-bool few_rows_per_expert(int64_t rows, const at::Tensor& gate_up, const at::Tensor& down) {
+// Whether both expert GEMMs of a step of `rows` assignments fit our wgmma kernel.
+bool expert_gemms_fit(int64_t rows, const at::Tensor& gate_up, const at::Tensor& down) {
   const int64_t experts = gate_up.size(0), hidden = gate_up.size(2), inter = down.size(2);
   const DType dtype = dtype_of(gate_up, "moe_experts");
-  return rows <= kFewRowsPerExpert * experts && expert_gemm_fits(rows, 2 * inter, hidden, experts, dtype) &&
-         expert_gemm_fits(rows, hidden, inter, experts, dtype);
+  return expert_gemm_fits(rows, 2 * inter, hidden, experts, dtype) && expert_gemm_fits(rows, hidden, inter, experts, dtype);
+}
+
+// Whether a step of `rows` assignments runs both expert GEMMs on our kernel (the fast table's choice).
+bool few_rows_per_expert(int64_t rows, const at::Tensor& gate_up, const at::Tensor& down) {
+  return rows <= kFewRowsPerExpert * gate_up.size(0) && expert_gemms_fit(rows, gate_up, down);
 }
 
 // out[r] = in[r] W[e]^T over launch_group's row groups (`offsets`, cumulative ends per expert), on our kernel.
@@ -135,8 +140,10 @@ at::Tensor expert_gemm(const at::Tensor& in, const at::Tensor& weight, const at:
   return out;
 }
 
+// The grouped path: grouping, gather, the expert GEMMs (ours where `ours`, else torch._grouped_mm), SiLU and
+// the weighted combine.
 at::Tensor grouped_experts(const at::Tensor& x_in, const at::Tensor& gate_up, const at::Tensor& down,
-                           const Routing& routing) {
+                           const Routing& routing, bool ours) {
   auto x = x_in.contiguous();
   const int64_t tokens = x.size(0), hidden = x.size(1), inter = down.size(2);
   const int64_t experts = gate_up.size(0), top_k = routing.experts.size(1), assignments = tokens * top_k;
@@ -156,7 +163,6 @@ at::Tensor grouped_experts(const at::Tensor& x_in, const at::Tensor& gate_up, co
                             DType::kBFloat16};
   check_launch(launch_gather(gather, stream), "moe_experts: gather");
 
-  const bool ours = few_rows_per_expert(assignments, gate_up, down);
   auto gate_up_out = ours ? expert_gemm(grouped, gate_up, offsets)
                           : at::_grouped_mm(grouped, gate_up.transpose(1, 2), offsets);  // [assignments, 2I]
   auto h = at::empty({assignments, inter}, x.options());
@@ -206,8 +212,9 @@ at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& gate_up, const at:
   if (gemv_size && (tokens == 1 || !few_rows_per_expert(tokens * top_k, gate_up, down))) {
     return gemv_experts(x, gate_up, down, routing);
   }
-  if (!grouped_mm_fits(x)) return moe_all_experts(x, gate_up, down, routing);
-  return grouped_experts(x, gate_up, down, routing);
+  const bool ours = few_rows_per_expert(tokens * top_k, gate_up, down);
+  if (!ours && !grouped_mm_fits(x)) return moe_all_experts(x, gate_up, down, routing);
+  return grouped_experts(x, gate_up, down, routing, ours);
 }
 
 at::Tensor moe_experts_batch_invariant(const at::Tensor& x, const at::Tensor& gate_up, const at::Tensor& down,
@@ -218,8 +225,23 @@ at::Tensor moe_experts_batch_invariant(const at::Tensor& x, const at::Tensor& ga
           "moe_experts (--batch_invariant): hidden and moe_intermediate_size must be multiples of " +
               std::to_string(16 / x.element_size()) + " and top_k at most " + std::to_string(kMaxGemvTopK) +
               ", with contiguous 16-byte aligned expert weights");
-  if (x.size(0) == 0) return at::empty({0, x.size(1)}, x.options());
-  return gemv_experts(x, gate_up, down, routing);
+  const int64_t tokens = x.size(0), top_k = routing.experts.size(1);
+  if (tokens == 0) return at::empty({0, x.size(1)}, x.options());
+  // On Hopper our expert GEMMs: each output is one row's tensor-core dot product over K in a fixed order,
+  // whatever else shares its pass, and SiLU and the combine are per row, so a token's bits do not depend on
+  // the step. Elsewhere (and in fp16/fp32) the GEMVs.
+  if (x.scalar_type() != at::kBFloat16 || !expert_gemms_fit(kMaxExpertGemmRows, gate_up, down)) {
+    return gemv_experts(x, gate_up, down, routing);
+  }
+  const int64_t per_launch = kMaxExpertGemmRows / top_k;
+  if (tokens <= per_launch) return grouped_experts(x, gate_up, down, routing, /*ours=*/true);
+  std::vector<at::Tensor> parts;
+  for (int64_t first = 0; first < tokens; first += per_launch) {
+    const int64_t n = std::min(per_launch, tokens - first);
+    const Routing part{routing.weights.narrow(0, first, n), routing.experts.narrow(0, first, n)};
+    parts.push_back(grouped_experts(x.narrow(0, first, n), gate_up, down, part, /*ours=*/true));
+  }
+  return at::cat(parts);
 }
 
 }  // namespace mtpserve::kernels::cuda

@@ -4,7 +4,7 @@
 // once, for every assignment that chose it, and is bound by memory bandwidth, not by a grouped
 // GEMM's tiles. Each output row is a warp's dot product (warp_dot.cuh), so a token's result does not
 // depend on the other tokens of the step: under --batch_invariant every MoE step runs here, whatever
-// its size.
+// its size, where the wgmma expert GEMMs do not (off Hopper, fp16, fp32).
 #include "kernels/cuda/dtype.cuh"
 
 namespace mtpserve::kernels::cuda {
