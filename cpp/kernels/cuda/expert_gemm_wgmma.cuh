@@ -3,7 +3,8 @@
 // of each expert e's group, as torch._grouped_mm computes them, for steps of a few rows per expert. There each
 // expert's weights dominate the bytes, and the kernel streams only the weights of experts that got rows, once
 // per 32 of their rows, through a ring of bulk tensor copies: the weight rows are wgmma's M, the expert's rows
-// (tokens) its N. fp32 accumulation in a fixed order over K, one bf16/fp16 rounding at the end.
+// (tokens) its N. fp32 accumulation in a fixed order over K, one bf16/fp16 rounding at the end, and a row's
+// result does not depend on the rows beside it in its pass: --batch_invariant runs every MoE step here.
 #include "kernels/cuda/dtype.cuh"
 
 namespace mtpserve::kernels::cuda {
