@@ -20,7 +20,7 @@ std::vector<double> reach_of(const std::vector<double>& p) {
 }  // namespace
 
 SpeculationPolicy::SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, int64_t fill_every)
-    : kind_(kind), k_max_(k_max), fill_every_(fill_every), acceptance_(k_max) {
+    : kind_(kind), k_max_(k_max), fill_every_(fill_every), always_accepted_(k_max + 1, 1.0), acceptance_(k_max) {
   if (k_max < 1) throw std::invalid_argument("SpeculationPolicy needs k_max >= 1");
   if (fill_every < 1) throw std::invalid_argument("SpeculationPolicy needs fill_every >= 1");
 }
@@ -52,7 +52,7 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   // retire once their stash is full. What waits for a sequence the estimate gives no drafts is dropped,
   // not caught up.
   const Load load = load_of(candidates, others);
-  const bool always_pays = drafting_pays(load.seqs, load.context, std::vector<double>(k_max_ + 1, 1.0));
+  const bool always_pays = drafting_pays(load.seqs, load.context, always_accepted_);
   const std::vector<bool> fail = failing(candidates, load, always_pays);
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
@@ -259,7 +259,7 @@ bool SpeculationPolicy::acceptance_to_blame(const DraftCandidate& c, const Load&
   // Its acceptance is to blame where always-accepted drafts would pay: in this step, or alone in one
   // (where drafting pays most). Elsewhere the load is, and it keeps its stash for when the load falls.
   const auto own = static_cast<double>(c.context);
-  return always_pays || (drafting_pays(1, own, std::vector<double>(k_max_ + 1, 1.0)) && !drafting_pays(1, own, reach));
+  return always_pays || (drafting_pays(1, own, always_accepted_) && !drafting_pays(1, own, reach));
 }
 
 std::optional<std::vector<double>> SpeculationPolicy::class_reach(const DraftCandidate& c) {

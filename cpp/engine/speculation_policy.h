@@ -215,6 +215,7 @@ class SpeculationPolicy {
   SpeculationPolicyKind kind_;
   int64_t k_max_;
   int64_t fill_every_;
+  std::vector<double> always_accepted_;  // the reach of drafts that are always accepted: 1 at every position
   StepCostModel costs_;
   AcceptanceStats acceptance_;
   std::vector<int64_t> schedule_;

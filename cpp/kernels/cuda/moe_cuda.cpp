@@ -209,10 +209,8 @@ at::Tensor moe_experts(const at::Tensor& x, const at::Tensor& gate_up, const at:
   // tokens on our expert GEMMs, where they run, read at the copy bandwidth; past a few assignments the grouped
   // GEMMs beat the GEMVs too, which measured 49% of the floor at 64 tokens (docs/benchmarks.md).
   const bool gemv_size = top_k <= kMaxGemvTopK && tokens * top_k <= kMaxGemvAssignments;
-  if (gemv_size && (tokens == 1 || !few_rows_per_expert(tokens * top_k, gate_up, down))) {
-    return gemv_experts(x, gate_up, down, routing);
-  }
   const bool ours = few_rows_per_expert(tokens * top_k, gate_up, down);
+  if (gemv_size && (tokens == 1 || !ours)) return gemv_experts(x, gate_up, down, routing);
   if (!ours && !grouped_mm_fits(x)) return moe_all_experts(x, gate_up, down, routing);
   return grouped_experts(x, gate_up, down, routing, ours);
 }
