@@ -72,16 +72,51 @@ def test_commit_registers_only_full_computed_blocks():
     assert bm.num_cached_blocks == 2
 
 
-def test_commit_holds_back_blocks_past_what_the_engine_calls_complete():
-    """The engine withholds blocks whose MTP cache rows wait in its stash: committed once complete."""
-    bm = BlockManager(8, 4, True)
-    seq = admit(bm, 0, list(range(13)))
-    bm.reserve(seq, 13)
-    seq.num_computed_tokens = 12
-    bm.commit(seq, 5)
-    assert bm.num_cached_blocks == 1  # block 1 (tokens 4..7) is computed but not complete
-    bm.commit(seq, 12)
-    assert bm.num_cached_blocks == 3
+def admit_as(bm: BlockManager, seq_id: int, tokens: list[int], drafts: bool) -> Sequence:
+    seq = Sequence(seq_id, tokens)
+    seq.drafts = drafts
+    bm.allocate_prompt(seq)
+    return seq
+
+
+def test_blocks_without_draft_rows_are_served_only_to_sequences_that_never_draft():
+    """With a draft layer, `complete` says which computed blocks hold the MTP rows too (the rest wait in the
+    engine's stash, or never run for a retired sequence): every computed block is cached, but a drafting
+    sequence is served only complete ones, less the last (its last MTP row depends on the next token)."""
+    bm = BlockManager(16, 4, True)
+    bm.set_draft_layer(True)
+    a = admit(bm, 0, list(range(13)))
+    bm.reserve(a, 13)
+    a.num_computed_tokens = 12
+    bm.commit(a, 5)
+    assert bm.num_cached_blocks == 3  # block 0 complete, blocks 1 and 2 computed without MTP rows
+    prompt = list(range(12)) + [99]
+    assert admit_as(bm, 1, prompt, drafts=True).num_computed_tokens == 0  # block 0, and it is the last
+    never_drafts = admit_as(bm, 2, prompt, drafts=False)
+    assert never_drafts.num_computed_tokens == 12 and never_drafts.block_table == a.block_table[:3]
+    bm.commit(a, 12)  # the stash caught up
+    drafting = admit_as(bm, 3, prompt, drafts=True)
+    assert drafting.num_computed_tokens == 8 and drafting.block_table == a.block_table[:2]
+
+
+def test_a_block_with_draft_rows_takes_the_cache_place_of_one_without():
+    bm = BlockManager(16, 4, True)
+    bm.set_draft_layer(True)
+    retired = admit(bm, 0, list(range(9)))
+    bm.reserve(retired, 9)
+    retired.num_computed_tokens = 9
+    bm.commit(retired, 0)
+    drafted = admit_as(bm, 1, list(range(9)), drafts=True)
+    assert drafted.num_computed_tokens == 0
+    bm.reserve(drafted, 9)
+    drafted.num_computed_tokens = 9
+    bm.commit(drafted)
+    assert bm.num_cached_blocks == 2
+    later = admit_as(bm, 2, list(range(9)) + [7], drafts=True)
+    assert later.block_table == drafted.block_table[:1]
+    assert admit_as(bm, 3, list(range(9)), drafts=False).block_table == drafted.block_table[:2]
+    bm.free(retired)  # uncached by the replacement: its blocks go back as fresh ones
+    assert bm.num_cached_blocks == 2 and bm.num_free_blocks == 16 - 3
 
 
 def test_common_prefix_is_shared_with_refcounts_and_counted():

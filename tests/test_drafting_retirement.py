@@ -13,7 +13,7 @@ from mtpserve.model_loader import load_model
 from mtpserve.sampling_params import SamplingParams
 from mtpserve.server.metrics import EngineStatsCollector
 from test_deferred_fill import generate, make_engine
-from test_mtp import BASE, BATCHES, VARIANTS, tokens
+from test_mtp import BASE, BATCHES, VARIANTS, prompts, tokens
 
 LONG = SamplingParams(temperature=0, max_tokens=120, ignore_eos=True)
 
@@ -109,10 +109,10 @@ def test_where_every_step_fills_sequences_whose_drafts_are_accepted_never_retire
 def test_where_every_step_fills_new_requests_of_a_class_whose_drafts_fail_retire_before_their_prompts_fill(
         tiny_model_dir, expected):
     """Greedy requests whose drafts are all rejected teach the greedy class's record that its drafts fail. Once it
-    weighs enough, a new greedy request retires at its first plan, before its prompt's MTP fill, instead of after a
-    streak of 6 failed plans: the MTP layer runs on at most 3 of a batch's steps (7 where each retires by its streak).
-    (A batch's first request may step alone at first, in a batch size whose warm-up is not over: such a plan does
-    not retire.) Output stays k = 0's."""
+    weighs enough (one batch here), a new greedy request retires on arrival, before its prompt runs, instead of after
+    a streak of 6 failed plans: the MTP layer runs on at most 3 of a batch's steps (7 where each retires by its
+    streak). (When it retired at its first plan instead, a batch's first request could step alone, in a batch size
+    whose warm-up was not over, and not retire: batch 1 still filled on 6 steps or more.) Output stays k = 0's."""
     llm = retiring_llm(tiny_model_dir, deferred_fill_positions=0, max_tokens_per_batch=512)
     try:
         filled = []
@@ -124,9 +124,40 @@ def test_where_every_step_fills_new_requests_of_a_class_whose_drafts_fail_retire
             after = llm.stats()
             assert tokens(outs) == expected
             filled.append((after.steps - before.steps) - (after.fill_skipped_steps - before.fill_skipped_steps))
-        assert filled[1] >= 6 and all(f <= 3 for f in filled[4:]), filled
+        assert filled[0] >= 6 and all(f <= 3 for f in filled[1:]), filled
     finally:
         llm.shutdown()
+
+
+def test_requests_retired_on_arrival_share_the_prompts_of_retired_requests(tiny_model_dir, expected):
+    """Once the greedy class's record says its drafts fail, new greedy requests retire on arrival and never fill the
+    MTP cache, so the prefix cache may serve them blocks without MTP rows: sent twice, fresh prompts are served as
+    much of themselves the second time as an engine without MTP serves. (Blocks without MTP rows used to stay out
+    of the prefix cache: a retired request's prompt was never shared.) Output stays k = 0's. Where every step fills:
+    with deferred fills the class's record is judged against drafts that are always accepted, which at batch 4 on
+    a CPU sit near the break-even, so whether a request retires on arrival there rests on the step timings."""
+    fresh = prompts(4, 23, low=30, high=60)
+    plain = LLM(str(tiny_model_dir), **{**BASE, "max_tokens_per_batch": 512})
+    try:
+        want = [plain.generate(fresh, LONG) for _ in range(2)]
+    finally:
+        plain.shutdown()
+    llm = retiring_llm(tiny_model_dir, deferred_fill_positions=0, max_tokens_per_batch=512)
+    try:
+        # The class's record: every draft rejected. (Each request that takes the record's word weighs it down a
+        # little, so that the class is measured again after a few dozen: not within this test.)
+        for batch in range(2):
+            for i, out in enumerate(expected):
+                llm.core.engine.override_drafts(str(4 * batch + i), wrong(out))
+            assert tokens(llm.generate(BATCHES[4], LONG)) == expected
+        got = [llm.generate(fresh, LONG) for _ in range(2)]
+    finally:
+        llm.shutdown()
+    assert [tokens(g) for g in got] == [tokens(w) for w in want]
+    assert [o.metrics.retired_from_drafting for o in got[1]] == [1] * 4
+    assert [o.metrics.num_draft_tokens for o in got[1]] == [0] * 4
+    cached = [[o.metrics.num_cached_tokens for o in g] for g in got]
+    assert cached[1] == [o.metrics.num_cached_tokens for o in want[1]] and min(cached[1]) >= 24, cached
 
 
 @pytest.mark.parametrize("deferred", [4, 0], ids=["stash-full", "every-step-fills"])

@@ -32,6 +32,7 @@ std::vector<int32_t> BlockManager::lookup(const Sequence& seq) const {
   if (!enable_prefix_cache_ || seq.params.prompt_logprobs >= 0) return hit;
   // Leave at least one token to compute: the step that computes it produces the next token.
   const int64_t max_blocks = (seq.num_tokens() - 1) / block_size_;
+  const bool needs_draft_rows = draft_layer_ && seq.drafts;
   BlockHash parent = kRootBlockHash;
   for (int64_t i = 0; i < max_blocks; ++i) {
     std::span<const int64_t> tokens(seq.tokens.data() + i * block_size_, block_size_);
@@ -41,10 +42,11 @@ std::vector<int32_t> BlockManager::lookup(const Sequence& seq) const {
     const Block& b = blocks_[it->second];
     // A hash hit is only a candidate: the exact tokens, position and parent must match too.
     if (b.index != i || b.parent != parent || !std::ranges::equal(b.tokens, tokens)) break;
+    if (needs_draft_rows && !b.draft_complete) break;
     hit.push_back(it->second);
     parent = h;
   }
-  if (recompute_last_hit_block_ && !hit.empty()) hit.pop_back();
+  if (needs_draft_rows && !hit.empty()) hit.pop_back();
   return hit;
 }
 
@@ -102,27 +104,52 @@ void BlockManager::reserve(Sequence& seq, int64_t num_new_tokens) {
 
 void BlockManager::commit(Sequence& seq, int64_t complete) {
   if (!enable_prefix_cache_) return;
-  const int64_t computed = std::min({seq.num_computed_tokens, seq.num_tokens(), complete});
-  const int64_t full = std::min(computed / block_size_, static_cast<int64_t>(seq.block_table.size()));
-  // Hashed blocks form a prefix of the table: walk back to its end, so each commit costs
-  // only the blocks completed since the last one.
+  const int64_t computed = std::min(seq.num_computed_tokens, seq.num_tokens());
+  const int64_t table = static_cast<int64_t>(seq.block_table.size());
+  const int64_t full = std::min(computed / block_size_, table);
+  const int64_t full_complete = std::min(std::min(computed, complete) / block_size_, table);
+  // Hashed blocks form a prefix of the table, and complete ones a prefix of those: walk back to the
+  // end of each, so that each commit costs only the blocks hashed or completed since the last one.
   int64_t first = full;
   while (first > 0 && !blocks_[seq.block_table[first - 1]].has_hash) --first;
+  int64_t first_complete = full_complete;
+  while (first_complete > 0 && !blocks_[seq.block_table[first_complete - 1]].draft_complete) --first_complete;
+  for (int64_t i = first_complete; i < std::min(full_complete, first); ++i) {
+    blocks_[seq.block_table[i]].draft_complete = true;
+    offer_to_cache(seq.block_table[i]);
+  }
   for (int64_t i = first; i < full; ++i) {
-    const int32_t id = seq.block_table[i];
-    Block& b = blocks_[id];
+    Block& b = blocks_[seq.block_table[i]];
     std::span<const int64_t> tokens(seq.tokens.data() + i * block_size_, block_size_);
     b.parent = i == 0 ? kRootBlockHash : blocks_[seq.block_table[i - 1]].hash;
     b.hash = hash_of(b.parent, tokens);
     b.index = i;
     b.has_hash = true;
-    // Another block may already hold these contents (computed concurrently) or, with a
-    // collision, other contents: then this one simply stays private.
-    if (cached_.emplace(b.hash, id).second) {
-      b.cached = true;
-      b.tokens.assign(tokens.begin(), tokens.end());
-    }
+    b.draft_complete = i < full_complete;
+    b.tokens.assign(tokens.begin(), tokens.end());
+    offer_to_cache(seq.block_table[i]);
   }
+}
+
+void BlockManager::offer_to_cache(int32_t id) {
+  Block& b = blocks_[id];
+  if (b.cached) return;
+  auto [it, inserted] = cached_.emplace(b.hash, id);
+  if (!inserted) {
+    // Another block holds these contents already (computed concurrently) or, with a collision,
+    // other contents: this one stays private, unless it brings draft-layer rows the other lacks.
+    Block& other = blocks_[it->second];
+    const bool same = other.index == b.index && other.parent == b.parent && other.tokens == b.tokens;
+    if (!same || other.draft_complete || !b.draft_complete) return;
+    other.cached = false;
+    if (other.ref_count == 0) {  // no one holds it: its contents are no longer findable
+      evictable_.erase(other.lru_pos);
+      forget_hash(other);
+      free_.push_back(it->second);
+    }
+    it->second = id;
+  }
+  b.cached = true;
 }
 
 void BlockManager::free(Sequence& seq) {
@@ -178,6 +205,7 @@ void BlockManager::forget_hash(Block& b) {
   if (b.cached) cached_.erase(b.hash);
   b.cached = false;
   b.has_hash = false;
+  b.draft_complete = false;
   b.index = -1;
   b.tokens.clear();
 }

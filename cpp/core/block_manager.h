@@ -2,9 +2,11 @@
 // shared through the prefix cache, and the prefix cache itself.
 //
 // Prefix caching covers FULL, fully computed blocks only, so a shared block is never written
-// again and no copy-on-write is needed. A cached block whose last holder frees it keeps its
-// contents and stays findable until a fresh block is needed and it is evicted (least
-// recently freed first). Block ids index the KV cache tensor [num_blocks, block_size, ...].
+// again and no copy-on-write is needed. With a draft layer (MTP) a block also holds that layer's
+// cache rows, which the engine may write later than the target's, or never (set_draft_layer). A
+// cached block whose last holder frees it keeps its contents and stays findable until a fresh
+// block is needed and it is evicted (least recently freed first). Block ids index the KV cache
+// tensor [num_blocks, block_size, ...].
 #pragma once
 
 #include <cstdint>
@@ -24,9 +26,9 @@ class BlockManager {
   BlockManager(int64_t num_blocks, int64_t block_size, bool enable_prefix_cache);
 
   // Admission of a sequence with an empty block table: takes the cached blocks matching the
-  // longest run of its full blocks, leaving at least one token to compute, and sets
-  // num_computed_tokens and num_cached_tokens to the hit length, which it returns. Counts the
-  // lookup in the prefix-cache counters. Allocates nothing beyond the hit.
+  // longest run of its full blocks (with a draft layer: see set_draft_layer), leaving at least one
+  // token to compute, and sets num_computed_tokens and num_cached_tokens to the hit length, which
+  // it returns. Counts the lookup in the prefix-cache counters. Allocates nothing beyond the hit.
   int64_t allocate_prompt(Sequence& seq);
   // What allocate_prompt would return, without taking blocks or counting.
   int64_t match_prefix(const Sequence& seq) const;
@@ -37,9 +39,10 @@ class BlockManager {
   bool can_reserve(const Sequence& seq, int64_t num_new_tokens) const;
   void reserve(Sequence& seq, int64_t num_new_tokens);  // throws std::runtime_error when out of blocks
 
-  // After the engine advanced num_computed_tokens: registers each newly full, computed block that
-  // lies within the first `complete` tokens (the engine's say: a block whose draft-layer cache rows
-  // are still to be written is not complete).
+  // After the engine advanced num_computed_tokens: registers each newly full, computed block, and
+  // marks those within the first `complete` tokens as holding their draft-layer cache rows too (the
+  // engine's say: rows whose fill waits, or never ran, are not complete). A complete block takes the
+  // place in the cache of an incomplete one with the same contents.
   void commit(Sequence& seq, int64_t complete = std::numeric_limits<int64_t>::max());
   // Drops the sequence's references; clears block_table and num_computed_tokens.
   void free(Sequence& seq);
@@ -57,9 +60,11 @@ class BlockManager {
   uint64_t prefix_cache_queries() const { return queries_; }  // tokens looked up at admissions
   uint64_t prefix_cache_hits() const { return hits_; }        // of those, tokens served
 
-  // With MTP the draft layer's cache row at a block's last position depends on the token after
-  // the block, which a match does not cover: then the last matched block is recomputed.
-  void set_recompute_last_hit_block(bool on) { recompute_last_hit_block_ = on; }
+  // With a draft layer (MTP) a sequence that drafts (Sequence::drafts) is served only blocks whose
+  // draft-layer rows are complete, less the last matched one, which it recomputes: the draft
+  // layer's row at a block's last position depends on the token after the block, which a match
+  // does not cover. A sequence that never drafts is served every computed block.
+  void set_draft_layer(bool on) { draft_layer_ = on; }
 
   // Tests only: keeps just these bits of every hash, forcing collisions (0: all collide).
   void set_hash_mask_for_testing(uint64_t mask) { hash_mask_ = mask; }
@@ -69,6 +74,7 @@ class BlockManager {
     int32_t ref_count = 0;
     bool has_hash = false;  // full and computed: hash, parent and tokens are valid
     bool cached = false;    // cached_[hash] points at this block
+    bool draft_complete = false;  // its draft-layer cache rows are written too
     int64_t index = -1;     // position in the sequence, in blocks: KV depends on it (RoPE)
     BlockHash hash;
     BlockHash parent;
@@ -80,6 +86,9 @@ class BlockManager {
   // Cached blocks holding seq's longest matching prefix, capped to leave one token.
   std::vector<int32_t> lookup(const Sequence& seq) const;
   int32_t take_fresh_block();
+  // Makes block `id` (hashed) the cached one for its contents where none is, or where the cached one
+  // lacks draft-layer rows that it has.
+  void offer_to_cache(int32_t id);
   void acquire_cached(int32_t id);
   void release(int32_t id);
   void forget_hash(Block& block);
@@ -93,7 +102,7 @@ class BlockManager {
   uint64_t queries_ = 0;
   uint64_t hits_ = 0;
   uint64_t hash_mask_ = ~0ULL;
-  bool recompute_last_hit_block_ = false;
+  bool draft_layer_ = false;
 };
 
 }  // namespace mtpserve

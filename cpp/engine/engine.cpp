@@ -73,7 +73,7 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
     throw std::invalid_argument("the Engine runs on tensor-parallel rank 0; ranks 1..N-1 run a Worker");
   }
   if (config_.num_speculative_tokens > 0) {
-    blocks_.set_recompute_last_hit_block(true);
+    blocks_.set_draft_layer(true);
     if (!runner_.has_mtp()) throw std::invalid_argument("num_speculative_tokens > 0 needs an MTP layer and its cache");
     drafter_.emplace(runner_, config_.block_size);
     // The stash lives on rank 0's runner alone: under tensor parallelism every fill runs.
@@ -303,14 +303,20 @@ void Engine::drain_inbox() {
       policy_->force_schedule(std::move(schedule), std::move(unpaid));
     }
   }
+  std::vector<int64_t> arrived;
   for (auto& request : added) {
     const int64_t seq_id = request.seq->id;
+    arrived.push_back(seq_id);
     ids_[request.id] = seq_id;
     Sequence* seq = request.seq.get();
     requests_.emplace(seq_id, std::move(request));
     scheduler_.add(seq);
     std::lock_guard lock(stats_mutex_);
     stats_.prompt_tokens += seq->num_prompt_tokens;
+  }
+  if (policy_ && !arrived.empty()) {
+    const NonDrafting live = live_load();
+    for (int64_t seq_id : arrived) retire_on_arrival(requests_.at(seq_id), live);
   }
   std::vector<std::pair<std::string, std::vector<int64_t>>> not_yet_added;
   for (auto& [id, future] : overrides) {
@@ -352,11 +358,14 @@ bool Engine::step() {
   if (!plan.preempted.empty()) {
     // A preempted sequence recomputes its prompt and outputs, filling the MTP cache anew: its holes close,
     // and a retired one may draft again.
-    for (const Sequence* seq : plan.preempted) {
+    const NonDrafting live = live_load();
+    for (Sequence* seq : plan.preempted) {
       if (stash_) stash_->take(seq->id);
       Request& request = requests_.at(seq->id);
       request.unfilled_from.reset();
       request.retired = false;
+      seq->drafts = true;
+      retire_on_arrival(request, live);
     }
     std::lock_guard lock(stats_mutex_);
     stats_.preemptions += plan.preempted.size();
@@ -581,10 +590,7 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
     requests.push_back({&seq, first_pairs[i], seq.num_computed_tokens - first_pairs[i], input.query_start[i], 0});
     decoded.push_back(!plan.scheduled[i].is_prefill);
     if (input.num_samples[i] > 0 && draft_budget(seq) > 0) {
-      const bool pinned = seq.params.seed.has_value() && !seq.params.greedy();
-      const int64_t stashed = stash_ ? stash_->count(seq.id) : 0;
-      candidates.push_back({seq.id, draft_budget(seq), seq.num_tokens(), pinned, stashed,
-                            SpeculationPolicy::sampling_class(seq.params.greedy(), seq.params.temperature)});
+      candidates.push_back(draft_candidate(seq, stash_ ? stash_->count(seq.id) : 0));
       candidate_request.push_back(requests.size() - 1);
     }
   }
@@ -686,6 +692,31 @@ void Engine::drop_stash(Request& request) {
   if (!request.unfilled_from) request.unfilled_from = dropped.first_pair;
   std::lock_guard lock(stats_mutex_);
   stats_.dropped_positions += dropped.count;
+}
+
+NonDrafting Engine::live_load() const {
+  NonDrafting live;
+  for (const auto& [id, request] : requests_) {
+    live.seqs += 1;
+    live.context += request.seq->num_tokens();
+  }
+  return live;
+}
+
+void Engine::retire_on_arrival(Request& request, NonDrafting live) {
+  Sequence& seq = *request.seq;
+  if (draft_budget(seq) == 0) return;
+  live.seqs -= 1;
+  live.context -= seq.num_tokens();
+  if (!policy_->retires_on_arrival(draft_candidate(seq, 0), live)) return;
+  retire(request, 0);
+  seq.drafts = false;
+}
+
+DraftCandidate Engine::draft_candidate(const Sequence& seq, int64_t stashed) const {
+  const bool pinned = seq.params.seed.has_value() && !seq.params.greedy();
+  return {seq.id, draft_budget(seq), seq.num_tokens(), pinned, stashed,
+          SpeculationPolicy::sampling_class(seq.params.greedy(), seq.params.temperature)};
 }
 
 void Engine::retire(Request& request, int64_t first_pair) {

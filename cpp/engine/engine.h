@@ -188,9 +188,17 @@ class Engine {
   // Drops the request's stash and stops its fills and drafts for good (SpeculationPolicy's retire), from
   // `first_pair` (this step's first position) on.
   void retire(Request& request, int64_t first_pair);
+  // Every live request (waiting or running) as a row and its context: the load an arriving one meets.
+  NonDrafting live_load() const;
+  // Retires an arriving (or preempted, so recomputed) request before its prompt runs where its first plan
+  // would retire it by its class's record (SpeculationPolicy::retires_on_arrival, `live` including it): it never
+  // fills the MTP cache, and its prompt may be served blocks without MTP rows (Sequence::drafts).
+  void retire_on_arrival(Request& request, NonDrafting live);
   // The first position of `seq` whose MTP cache row is not written (its fill is deferred, or was dropped).
   int64_t mtp_filled_until(const Sequence& seq) const;
   int64_t draft_budget(const Sequence& seq) const;
+  // The policy's view of a sequence with a draft budget, `stashed` positions waiting for their fill.
+  DraftCandidate draft_candidate(const Sequence& seq, int64_t stashed) const;
   GraphPlan graph_plan() const;
   std::optional<StepShape> decode_shape(const SchedulerOutput& plan) const;
   bool fault_due();

@@ -56,9 +56,7 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   const std::vector<bool> fail = failing(candidates, load, always_pays);
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
-    const auto by_class = class_reach(c);
-    if (by_class && acceptance_to_blame(c, load, always_pays, *by_class)) {
-      acceptance_.lean_on_class(c.sampling_class);
+    if (class_fails(c, load, always_pays)) {
       chosen.drafts[s] = 0;
       chosen.retire[s] = true;
       continue;
@@ -84,9 +82,7 @@ void SpeculationPolicy::retire_by_batch(const std::vector<DraftCandidate>& candi
   std::unordered_map<int64_t, int64_t> streaks;  // the candidates' only: a finished sequence's goes
   for (size_t s = 0; s < candidates.size(); ++s) {
     const DraftCandidate& c = candidates[s];
-    const auto by_class = class_reach(c);
-    if (by_class && drafting_gain(load.seqs, load.context, *by_class, /*unfilled=*/true) <= 1) {
-      acceptance_.lean_on_class(c.sampling_class);
+    if (class_fails(c, load, /*always_pays=*/false)) {
       plan.drafts[s] = 0;
       plan.retire[s] = true;
       continue;
@@ -260,6 +256,22 @@ bool SpeculationPolicy::acceptance_to_blame(const DraftCandidate& c, const Load&
   // (where drafting pays most). Elsewhere the load is, and it keeps its stash for when the load falls.
   const auto own = static_cast<double>(c.context);
   return always_pays || (drafting_pays(1, own, always_accepted_) && !drafting_pays(1, own, reach));
+}
+
+bool SpeculationPolicy::retires_on_arrival(const DraftCandidate& c, NonDrafting others) {
+  if (kind_ != SpeculationPolicyKind::kAdaptive || !schedule_.empty()) return false;
+  const Load load = load_of({c}, others);
+  return class_fails(c, load, fill_every_ > 1 && drafting_pays(load.seqs, load.context, always_accepted_));
+}
+
+bool SpeculationPolicy::class_fails(const DraftCandidate& c, const Load& load, bool always_pays) {
+  const auto by_class = class_reach(c);
+  if (!by_class) return false;
+  // Where every step fills, against a step without any fill (what retiring them all would give).
+  const bool fails = fill_every_ == 1 ? drafting_gain(load.seqs, load.context, *by_class, /*unfilled=*/true) <= 1
+                                      : acceptance_to_blame(c, load, always_pays, *by_class);
+  if (fails) acceptance_.lean_on_class(c.sampling_class);
+  return fails;
 }
 
 std::optional<std::vector<double>> SpeculationPolicy::class_reach(const DraftCandidate& c) {

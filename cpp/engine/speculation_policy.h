@@ -36,7 +36,10 @@
 // stashed until its stash was full, so it never retired within 64 tokens, and paid its prompt's fill (on this CPU
 // at temperature 1.5 single requests of 4 to 32 tokens ran at 0.84-0.88x of k = 0 before, 0.80-1.08x after; the
 // serving sweep's noise hides the difference: docs/benchmarks.md). Such sequences weigh the class's record down as
-// below.
+// below. The engine asks the same of each arriving sequence first (retires_on_arrival): one that retires then never
+// fills, and may be served blocks of the prefix cache that lack MTP rows (a retired sequence's, which no drafting
+// sequence may share); otherwise at c = 64 on this CPU a temperature-1.5 request hit 58% of its repeated prompt
+// where k = 0 hit 82%.
 // For a sequence the estimate gives no drafts at the step's load (in the plan it chooses, on a probe step
 // too; so also wherever even drafts that are always accepted would not pay), catching up is insurance for a
 // load that may fall or an acceptance that may rise, paid on every full stash and every probe. The plan drops its
@@ -138,6 +141,10 @@ class SpeculationPolicy {
   static int64_t sampling_class(bool greedy, double temperature);
 
   DraftPlan plan(const std::vector<DraftCandidate>& candidates, NonDrafting others = {});
+  // Whether a new sequence retires on arrival, before its prompt runs: where its first plan, with `others` beside
+  // it, would retire it by its sampling class's record (adaptive only). It then never fills the MTP cache, so its
+  // prompt may be served blocks whose MTP rows were never written (BlockManager::set_draft_layer).
+  bool retires_on_arrival(const DraftCandidate& c, NonDrafting others);
   // Tests only: the step's k of plan i is schedule[i % size] (within budgets, pinned or not), whatever
   // the kind; with `unpaid`, plan i drops the waiting positions of its unpinned sequences where
   // unpaid[i % size] (as if the load were past the break-even: the estimate gives them no drafts).
@@ -192,6 +199,10 @@ class SpeculationPolicy {
   // sequence has no record of its own yet (and is not pinned) and the class has one; none otherwise. Classifies
   // the sequence, so that its verifications count towards its class.
   std::optional<std::vector<double>> class_reach(const DraftCandidate& c);
+  // Whether a new sequence retires at once by its class's record (class_reach) at `load`: its drafts would not
+  // beat a step without any fill where every step fills, else its acceptance is to blame (acceptance_to_blame,
+  // with `always_pays`). Leans on the class where it does (AcceptanceStats::lean_on_class).
+  bool class_fails(const DraftCandidate& c, const Load& load, bool always_pays);
   // Whether some k >= 1 beats k = 0 for a step of `seqs` sequences (`context` tokens in all) that all draft
   // k with these reach probabilities.
   bool drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const;
