@@ -2,7 +2,8 @@
 """MTP-vs-baseline serving sweep: one `mtpserve serve` per method (baseline = no MTP, MTP with a fixed k = 1, 2, 3
 draft tokens, and the adaptive policy with k_max = --adaptive-k-max), all started at once on free loopback ports;
 at every concurrency, --repeats rounds run the serving benchmark (mtpserve.bench, in-process) against each server
-in turn (so a co-tenant's load hits the methods alike), and each method's row is its median-TPOT repeat; then
+in turn (so a co-tenant's load hits the methods alike), in an order rotated each round (so that no method always
+follows the same one), and each method's row is its median-TPOT repeat; then
 the servers stop and --out-dir gets:
 
   results.md                        | method | Concurrency | Mean TPOT(ms) | ... | Acceptance rate | TPOT speedup |
@@ -347,7 +348,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"concurrency must be positive, got {c}")
             repeats = {}
             for repeat in range(ns.repeats):
-                for (k, policy), (_, cmd, base_url, _) in servers.items():
+                turn = list(servers.items())
+                turn = turn[repeat % len(turn):] + turn[:repeat % len(turn)]
+                for (k, policy), (_, cmd, base_url, _) in turn:
                     method = method_name(k, policy)
                     cfg = config_from_args(ns, base_url=base_url, max_concurrency=c, num_prompts=num_prompts(ns, c),
                                            seed=ns.seed + i, save_result=None)
