@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int block_shift = (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
   const int num_tiles = static_cast<int>(ceil_div(w.end - w.begin, kTokens));
 
-  // The Q tile, padding entries zeroed; the barriers.
+  // The Q tile, padding entries zeroed, and the barriers; the first tiles' copies start before Q has landed.
   const T* q = static_cast<const T*>(p.q) + w.out_row * kDim;
   for (int i = threadIdx.x; i < kTileEntries * kChunksPerRow; i += kThreads) {
     const int r = i / kChunksPerRow, c = i % kChunksPerRow;
@@ -190,8 +190,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  cp_async_wait<0>();
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // Q's cp.async writes, read by wgmma
   __syncthreads();
 
   // Copies tile t into buffer t % 4 once every warp has released the tile before it there.
@@ -253,6 +251,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
 
   if (group < num_tiles) load_tile(group);
+  cp_async_wait<0>();
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // Q's cp.async writes, read by wgmma
+  __syncthreads();
   for (int a = 0; a < num_tiles; a += 2) {
     const int b = a + 1, own = a + group;
     const bool has_b = b < num_tiles;
