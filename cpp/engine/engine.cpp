@@ -357,7 +357,7 @@ bool Engine::step() {
   }
   if (!plan.preempted.empty()) {
     // A preempted sequence recomputes its prompt and outputs, filling the MTP cache anew: its holes close,
-    // and a retired one may draft again.
+    // and a retired one may draft again, unless its class's record retires it on arrival once more.
     const NonDrafting live = live_load();
     for (Sequence* seq : plan.preempted) {
       if (stash_) stash_->take(seq->id);
