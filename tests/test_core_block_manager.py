@@ -7,18 +7,23 @@ import pytest
 from mtpserve._C import BlockManager, Sequence
 
 
-def computed(bm: BlockManager, seq_id: int, tokens: list[int]) -> Sequence:
-    """A sequence whose tokens are all in the cache and committed, as the engine leaves it."""
-    seq = Sequence(seq_id, tokens)
-    bm.allocate_prompt(seq)
+def computed(bm: BlockManager, seq_id: int, tokens: list[int], complete: int | None = None,
+             drafts: bool = True) -> Sequence:
+    """A sequence whose tokens are all in the cache and committed, as the engine leaves it; with `complete`, its
+    draft-layer rows are written for the first `complete` tokens only."""
+    seq = admit(bm, seq_id, tokens, drafts)
     bm.reserve(seq, seq.num_tokens - seq.num_computed_tokens)
     seq.num_computed_tokens = seq.num_tokens
-    bm.commit(seq)
+    if complete is None:
+        bm.commit(seq)
+    else:
+        bm.commit(seq, complete)
     return seq
 
 
-def admit(bm: BlockManager, seq_id: int, tokens: list[int]) -> Sequence:
+def admit(bm: BlockManager, seq_id: int, tokens: list[int], drafts: bool = True) -> Sequence:
     seq = Sequence(seq_id, tokens)
+    seq.drafts = drafts
     bm.allocate_prompt(seq)
     return seq
 
@@ -72,49 +77,33 @@ def test_commit_registers_only_full_computed_blocks():
     assert bm.num_cached_blocks == 2
 
 
-def admit_as(bm: BlockManager, seq_id: int, tokens: list[int], drafts: bool) -> Sequence:
-    seq = Sequence(seq_id, tokens)
-    seq.drafts = drafts
-    bm.allocate_prompt(seq)
-    return seq
-
-
 def test_blocks_without_draft_rows_are_served_only_to_sequences_that_never_draft():
     """With a draft layer, `complete` says which computed blocks hold the MTP rows too (the rest wait in the
     engine's stash, or never run for a retired sequence): every computed block is cached, but a drafting
     sequence is served only complete ones, less the last (its last MTP row depends on the next token)."""
     bm = BlockManager(16, 4, True)
     bm.set_draft_layer(True)
-    a = admit(bm, 0, list(range(13)))
-    bm.reserve(a, 13)
-    a.num_computed_tokens = 12
-    bm.commit(a, 5)
+    a = computed(bm, 0, list(range(12)), complete=5)
     assert bm.num_cached_blocks == 3  # block 0 complete, blocks 1 and 2 computed without MTP rows
     prompt = list(range(12)) + [99]
-    assert admit_as(bm, 1, prompt, drafts=True).num_computed_tokens == 0  # block 0, and it is the last
-    never_drafts = admit_as(bm, 2, prompt, drafts=False)
+    assert admit(bm, 1, prompt, drafts=True).num_computed_tokens == 0  # block 0, and it is the last
+    never_drafts = admit(bm, 2, prompt, drafts=False)
     assert never_drafts.num_computed_tokens == 12 and never_drafts.block_table == a.block_table[:3]
     bm.commit(a, 12)  # the stash caught up
-    drafting = admit_as(bm, 3, prompt, drafts=True)
+    drafting = admit(bm, 3, prompt, drafts=True)
     assert drafting.num_computed_tokens == 8 and drafting.block_table == a.block_table[:2]
 
 
 def test_a_block_with_draft_rows_takes_the_cache_place_of_one_without():
     bm = BlockManager(16, 4, True)
     bm.set_draft_layer(True)
-    retired = admit(bm, 0, list(range(9)))
-    bm.reserve(retired, 9)
-    retired.num_computed_tokens = 9
-    bm.commit(retired, 0)
-    drafted = admit_as(bm, 1, list(range(9)), drafts=True)
-    assert drafted.num_computed_tokens == 0
-    bm.reserve(drafted, 9)
-    drafted.num_computed_tokens = 9
-    bm.commit(drafted)
+    retired = computed(bm, 0, list(range(9)), complete=0)
+    drafted = computed(bm, 1, list(range(9)), drafts=True)
+    assert drafted.num_cached_tokens == 0
     assert bm.num_cached_blocks == 2
-    later = admit_as(bm, 2, list(range(9)) + [7], drafts=True)
+    later = admit(bm, 2, list(range(9)) + [7], drafts=True)
     assert later.block_table == drafted.block_table[:1]
-    assert admit_as(bm, 3, list(range(9)), drafts=False).block_table == drafted.block_table[:2]
+    assert admit(bm, 3, list(range(9)), drafts=False).block_table == drafted.block_table[:2]
     bm.free(retired)  # uncached by the replacement: its blocks go back as fresh ones
     assert bm.num_cached_blocks == 2 and bm.num_free_blocks == 16 - 3
 
