@@ -314,23 +314,38 @@ def test_where_every_step_fills_a_few_lucky_drafts_do_not_restart_a_streak():
     assert plans[-1][2] == [True] * 8
 
 
+HOT = 16  # the sampling class of temperature 1.5
+
+
+def classes_failing_record(policy, first_id: int) -> None:
+    """Eight sequences of the hot class, each with 20 verifications of 3 drafts none accepted."""
+    policy.plan([(first_id + i, K_MAX, 100, False, 0, HOT) for i in range(8)])
+    for seq_id in range(first_id, first_id + 8):
+        feed_acceptance(policy, seq_id, 0, times=20)
+
+
+def new_sequences_retired_in_a_row(policy, first_id: int) -> int:
+    """New sequences of the hot class, eight to a plan, until one is not retired: how many were before it."""
+    taken = 0
+    while True:
+        retired = policy.plan([(first_id + taken + i, K_MAX, 100, False, 0, HOT) for i in range(8)])[2]
+        if not all(retired):
+            return taken + retired.index(False)
+        taken += 8
+        assert taken <= policy.class_trust
+
+
 def assert_a_failing_class_retires_new_sequences_at_their_first_plan(policy):
     """Once a sampling class's record weighs enough and says (even one standard error high) that its drafts would not
     pay, a new sequence of that class retires at its first plan, before its prompt's fill; one of another class does
-    not. Each such sequence weighs the record down, so that after some 200 of them the class's new sequences draft
-    again and measure it anew."""
-    hot, greedy = 16, 0
-    policy.plan([(i, K_MAX, 100, False, 0, hot) for i in range(8)])
-    for seq_id in range(8):
-        feed_acceptance(policy, seq_id, 0, times=20)
-    first = policy.plan([(100 + i, K_MAX, 100, False, 0, hot) for i in range(7)]
+    not. After class_trust of them the record is forgotten, so that the class's new sequences draft again and measure
+    it anew."""
+    greedy = 0
+    classes_failing_record(policy, 0)
+    first = policy.plan([(100 + i, K_MAX, 100, False, 0, HOT) for i in range(7)]
                         + [(200, K_MAX, 100, False, 0, greedy)])
     assert first[2] == [True] * 7 + [False]
-    taken = 7
-    while all(policy.plan([(1000 + taken + i, K_MAX, 100, False, 0, hot) for i in range(8)])[2]):
-        taken += 8
-        assert taken < 400
-    assert taken > 100
+    assert new_sequences_retired_in_a_row(policy, 1000) == policy.class_trust - 7
 
 
 def test_where_every_step_fills_a_new_sequence_of_a_class_whose_drafts_fail_retires_at_its_first_plan():
@@ -342,6 +357,17 @@ def test_with_deferred_fills_a_new_sequence_of_a_class_whose_drafts_fail_retires
     """Where fills wait (a CPU) too, by that path's test (the class's acceptance is to blame, not the load), instead
     of filling until its own record is known and then stashing until its stash is full."""
     assert_a_failing_class_retires_new_sequences_at_their_first_plan(retiring_policy(8))
+
+
+def test_a_class_measured_anew_is_trusted_again_for_as_many_new_sequences():
+    """Once the class's new record is known, the next class_trust new sequences retire again, every one. (A record
+    that instead weighed a little less with each new sequence hovered at the threshold once it had fallen below it:
+    each new sequence's few verifications lifted it back over, and four in ten new sequences drafted.)"""
+    policy = gpu_like_policy()
+    classes_failing_record(policy, 0)
+    assert new_sequences_retired_in_a_row(policy, 100) == policy.class_trust
+    classes_failing_record(policy, 10_000)
+    assert new_sequences_retired_in_a_row(policy, 20_000) == policy.class_trust
 
 
 def test_probes_skip_a_sequence_whose_drafts_fail():

@@ -65,6 +65,7 @@ void bind_policy(py::module_& m) {
       .def_property_readonly_static("warmup_rounds", [](py::object) { return SpeculationPolicy::kWarmupRounds; })
       .def_property_readonly_static("probe_interval", [](py::object) { return SpeculationPolicy::kProbeInterval; })
       .def_property_readonly_static("retire_streak", [](py::object) { return SpeculationPolicy::kRetireStreak; })
+      .def_property_readonly_static("class_trust", [](py::object) { return AcceptanceStats::kClassTrust; })
       .def(
           "plan",
           [](SpeculationPolicy& p, const std::vector<py::tuple>& candidates, int64_t retired_seqs,

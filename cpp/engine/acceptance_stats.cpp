@@ -17,10 +17,8 @@ constexpr double kSequencePrior = 4.0;
 // Before any observation: one pseudo-observation at even odds.
 constexpr double kEnginePrior = 1.0;
 // A class's record is taken at its word from this many verifications of draft 1 (a batch of 32 retiring after
-// its first 6 steps leaves some 190); each new sequence that takes it scales the record by kClassLean, so that
-// where all of them do, the class is measured again after some 200 sequences.
+// its first 6 steps leaves some 190).
 constexpr double kClassKnown = 64.0;
-constexpr double kClassLean = 0.995;
 
 // One standard error of an acceptance p estimated from `weight` verifications.
 double standard_error(double p, double weight) { return std::sqrt(p * (1 - p) / (weight + 1)); }
@@ -78,12 +76,9 @@ std::optional<std::vector<double>> AcceptanceStats::class_high(int64_t sampling_
 }
 
 void AcceptanceStats::lean_on_class(int64_t sampling_class) {
-  const auto it = classes_.find(sampling_class);
-  if (it == classes_.end()) return;
-  for (int64_t j = 0; j < k_max_; ++j) {
-    it->second.tried[j] *= kClassLean;
-    it->second.accepted[j] *= kClassLean;
-  }
+  if (++leaned_[sampling_class] < kClassTrust) return;
+  classes_.erase(sampling_class);
+  leaned_.erase(sampling_class);
 }
 
 std::vector<double> AcceptanceStats::engine() const { return mean(engine_); }

@@ -35,11 +35,11 @@
 // error high, fails the same test: without that it filled every step until its own record was known and then
 // stashed until its stash was full, so it never retired within 64 tokens, and paid its prompt's fill (on this CPU
 // at temperature 1.5 single requests of 4 to 32 tokens ran at 0.84-0.88x of k = 0 before, 0.80-1.08x after; the
-// serving sweep's noise hides the difference: docs/benchmarks.md). Such sequences weigh the class's record down as
-// below. The engine asks the same of each arriving sequence first (retires_on_arrival): one that retires then never
-// fills, and may be served blocks of the prefix cache that lack MTP rows (a retired sequence's, which no drafting
-// sequence may share); otherwise at c = 64 on this CPU a temperature-1.5 request hit 58% of its repeated prompt
-// where k = 0 hit 82%.
+// serving sweep's noise hides the difference: docs/benchmarks.md). Such sequences count towards the class's record
+// being measured anew (AcceptanceStats::lean_on_class). The engine asks the same of each arriving sequence first
+// (retires_on_arrival): one that retires then never fills, and may be served blocks of the prefix cache that lack
+// MTP rows (a retired sequence's, which no drafting sequence may share); otherwise at c = 64 on this CPU a
+// temperature-1.5 request hit 58% of its repeated prompt where k = 0 hit 82%.
 // For a sequence the estimate gives no drafts at the step's load (in the plan it chooses, on a probe step
 // too; so also wherever even drafts that are always accepted would not pay), catching up is insurance for a
 // load that may fall or an acceptance that may rise, paid on every full stash and every probe. The plan drops its
@@ -67,8 +67,8 @@
 // sampling class's record (AcceptanceStats::class_high: greedy, or its temperature) says even one standard error
 // high that such drafts would not beat a step without MTP, retires at once: at its first plan, before its prompt's
 // fill (on the H100 at temperature 1.5 the prompt's fill and the 6 steps before retirement cost 3-5% of a
-// 128-token request). Each such sequence weighs the class's record down a little, so that the class is measured
-// again now and then. The batch as a
+// 128-token request). Every so many such sequences the class is measured anew (AcceptanceStats::lean_on_class).
+// The batch as a
 // whole, not each sequence against its own break-even: while any sequence still drafts the fill runs anyway
 // (one graph for the batch), and retiring a sequence whose drafts pay at that marginal cost lost it its
 // drafts for nothing (a greedy GPU sweep fell from 5 of 8 to 2 of 8 concurrencies within 0.95x of the best
