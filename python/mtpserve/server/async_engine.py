@@ -79,6 +79,7 @@ class RequestStream:
         self.timeout_s = timeout_s
         self._deadline = time.monotonic() + timeout_s if timeout_s else None
         self.timed_out = False  # ended by --request_timeout (state.error says so too)
+        self._failure: _EngineFailed | None = None  # met while taking queued outputs together; handed out next
 
     @property
     def request_id(self) -> str:
@@ -89,7 +90,9 @@ class RequestStream:
 
     async def __anext__(self) -> StreamDelta:
         while not self._closed:
-            if self._deadline is None:
+            if self._failure is not None:
+                item, self._failure = self._failure, None
+            elif self._deadline is None:
                 item = await self._queue.get()
             else:
                 try:
@@ -108,13 +111,31 @@ class RequestStream:
         raise StopAsyncIteration
 
     def _process(self, delta) -> StreamDelta | None:
+        """The engine's output, and every later one already queued, as one delta: where the consumer falls behind
+        the engine (many streams on one event loop), it sends fewer, larger chunks instead of falling further
+        behind one token at a time."""
+        state = self.state
+        before = len(state.token_ids)
+        self._absorb(delta)
+        while not state.finished and not self._queue.empty():
+            item = self._queue.get_nowait()
+            if isinstance(item, _EngineFailed):
+                self._failure = item  # after what came before it
+                break
+            self._absorb(item)
+        return self._emit(before)
+
+    def _absorb(self, delta) -> None:
         state = self.state
         self._engine_done = self._engine_done or delta.finished
-        before = len(state.token_ids)
         if state.process(delta):  # a stop string ended it: the engine may still be generating
             self._owner.abort(state.request_id)
         if state.error and self._owner.describe_failure is not None:
             state.error = self._owner.describe_failure(state.error)
+
+    def _emit(self, before: int) -> StreamDelta | None:
+        """What the state gained since it held `before` tokens."""
+        state = self.state
         token_ids = state.token_ids[before:]
         logprobs = state.logprobs[before:] if state.logprobs is not None else None
         if state.finished:
