@@ -41,8 +41,9 @@ class AcceptanceStats {
   // A new sequence of the class took its word instead of drafting (SpeculationPolicy). The kClassTrust-th forgets
   // the record, so that where every new sequence takes it, the class is measured anew: until its new record is
   // known its new sequences draft, then the next kClassTrust take its word again. (A record that instead weighed a
-  // little less with each sequence hovered at the threshold once it first fell below it: on a GPU at temperature
-  // 1.5 and concurrency 16 to 64, four in ten new sequences then drafted, and 4% of the steps ran the MTP fill.)
+  // little less with each sequence hovered at the threshold once it first fell below it: at temperature 1.5, on a
+  // CPU filling every step at concurrency 16 four in ten new sequences then drafted, and on an H200 at concurrency
+  // 64 4% of the steps ran the MTP fill.)
   static constexpr int64_t kClassTrust = 1000;
   void lean_on_class(int64_t sampling_class);
 
