@@ -68,12 +68,11 @@
 // high that such drafts would not beat a step without MTP, retires at once: at its first plan, before its prompt's
 // fill (on the H100 at temperature 1.5 the prompt's fill and the 6 steps before retirement cost 3-5% of a
 // 128-token request). Every so many such sequences the class is measured anew (AcceptanceStats::lean_on_class).
-// The batch as a
-// whole, not each sequence against its own break-even: while any sequence still drafts the fill runs anyway
-// (one graph for the batch), and retiring a sequence whose drafts pay at that marginal cost lost it its
-// drafts for nothing (a greedy GPU sweep fell from 5 of 8 to 2 of 8 concurrencies within 0.95x of the best
-// fixed k when each retired on its own break-even, after its first few measured drafts). The streak asks for
-// a sustained failure, not a few bad drafts.
+// The batch as a whole, not each sequence against its own break-even: while any sequence still drafts the fill runs
+// anyway (one graph for the batch), and retiring a sequence whose drafts pay at that marginal cost lost it its drafts
+// for nothing (a greedy GPU sweep fell from 5 of 8 to 2 of 8 concurrencies within 0.95x of the best fixed k when each
+// retired on its own break-even, after its first few measured drafts). The streak asks for a sustained failure, not a
+// few bad drafts.
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
