@@ -2,7 +2,8 @@
 Greedy output with graphs equals output without them (float32; every first divergence must be a
 near-tie of the eager run, since padding changes a GEMM's row count), for k = 0..3 and batches that
 hit padded buckets while sequences finish at different lengths; greedy MTP with graphs equals k = 0
-with graphs."""
+with graphs, also where requests join the batch mid-decode (their prefill steps fill the MTP cache eagerly and
+replay the graphs of the draft forwards alone)."""
 import pytest
 import torch
 
@@ -55,10 +56,10 @@ def assert_same_or_near_ties(base_outputs, other_outputs, what: str) -> None:
 
 def test_graphs_are_captured_for_every_bucket(runs):
     # Buckets 1, 2, 4, 8, 16, 24, 32: a target graph per query length 1..k + 1, and with MTP a drafting
-    # graph per number of recursive forwards 0..k - 1.
+    # graph per number of recursive forwards 0..k - 1 and one of the recursive forwards alone per number 1..k - 1.
     assert runs[True, 0, "graphs"] == 7
     for k in (1, 2, 3):
-        assert runs[True, k, "graphs"] == 7 * (2 * k + 1)
+        assert runs[True, k, "graphs"] == 7 * (3 * k)
         assert runs[False, k, "graphs"] == 0
 
 
@@ -76,3 +77,15 @@ def test_greedy_mtp_with_graphs_equals_no_mtp(runs, k, batch):
 
 def test_mtp_with_graphs_takes_fewer_steps(runs):
     assert runs[True, 2, "steps"] < runs[True, 0, "steps"]
+
+
+def test_greedy_mtp_equals_no_mtp_where_requests_join_mid_decode():
+    # 13 requests, 4 at a time: most steps that admit one also verify the drafts of the others.
+    outputs = {}
+    for k in (0, 3):
+        llm = LLM(devices="cuda:0", dtype="float32", num_speculative_tokens=k, speculative_policy="fixed",
+                  max_cache_blocks=256, max_model_len=512, graph_max_batch=32, max_seqs_per_batch=4)
+        outputs[k] = llm.generate(*requests(13))
+        llm.shutdown()
+        torch.cuda.empty_cache()
+    assert_same_or_near_ties(outputs[0], outputs[3], "requests joining mid-decode, k=3 vs k=0")

@@ -135,6 +135,13 @@ void bind_kernels(py::module_& m) {
   auto invariant =
       m.def_submodule("batch_invariant", "The same kernels from the batch-invariant tables (--batch_invariant).");
   bind_all(invariant, true);
+  m.def(
+      "eager_rows",
+      [](const std::string& device, int64_t rows) {
+        const auto pad = kernels::ops_for(at::Device(device)).eager_rows;
+        return pad != nullptr ? pad(rows) : rows;
+      },
+      py::arg("device"), py::arg("rows"), "The row count a forward of `rows` rows run eagerly on `device` is padded to.");
   m.def("use_npu_kernels_on_cpu", &kernels::use_npu_kernels_on_cpu, py::arg("on"),
         "Test-only: CPU tensors get the NPU kernel table, whose torch_npu ops then reach the CPU stand-ins "
         "registered under their schemas (tests/npu_stand_ins.py); holds for engines built while it is on.");

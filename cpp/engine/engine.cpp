@@ -376,7 +376,7 @@ bool Engine::step() {
     return false;
   }
   try {
-    StepInput input = build_step_input(plan.scheduled, config_.block_size, decode_shape(plan));
+    StepInput input = build_step_input(plan.scheduled, config_.block_size, decode_shape(plan), runner_.eager_rows());
     target_timer_->start();
     at::Tensor logits = runner_.run_target(input);
     target_timer_->stop();

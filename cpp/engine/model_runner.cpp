@@ -66,6 +66,7 @@ ModelRunner::ModelRunner(const DeepSeekV3& target, std::vector<at::Tensor> cache
       mtp_cache_(std::move(mtp_cache)),
       lockstep_(lockstep),
       device_(target.embedding().device()),
+      eager_rows_(kernels::ops_for(device_).eager_rows),
       max_threads_(at::get_num_threads()) {
   if (mtp_ != nullptr && !mtp_cache_.defined()) throw std::invalid_argument("an MTP layer needs its latent cache");
 }
@@ -86,6 +87,11 @@ void ModelRunner::announce(StepKind kind, std::span<const int64_t> wire) const {
 
 const std::vector<at::Tensor>& ModelRunner::replay(GraphKey key, std::span<const StepInput> inputs) {
   if (leads_group()) send_step(target_.tp(), StepKind::kReplayGraph, replay_wire(key, inputs));  // one rank builds no message
+  if (key.draft_forwards > 0 && key.query_len == 0) {  // after an eager fill, on every rank
+    const int64_t rows = std::min(drafts_.size(0), key.seqs);
+    recursion_drafts_.narrow(0, 0, rows).copy_(drafts_.narrow(0, 0, rows));
+    recursion_hidden_.narrow(0, 0, rows).copy_(mtp_hidden_.narrow(0, 0, rows));
+  }
   const auto& outputs = graphs_->replay(key, inputs);
   if (key.draft_forwards < 0) {
     target_hidden_ = graph_hidden_;
@@ -102,17 +108,20 @@ at::Tensor ModelRunner::run_drafts(std::vector<StepInput> forwards, bool fill_re
     while (static_cast<int64_t>(forwards.size()) < most) forwards.push_back(StepBuilder(0).build());
   }
   if (forwards.empty()) return at::empty({0}, at::kLong);
-  if (forwards[0].shape) {
-    return replay({forwards[0].shape->seqs, forwards[0].shape->query_len, static_cast<int64_t>(forwards.size()) - 1},
-                  forwards)[0];
-  }
-  const auto steps = device_steps(upload(forwards, device_), forwards);
+  const auto draft_forwards = static_cast<int64_t>(forwards.size()) - 1;
+  if (forwards[0].shape) return replay({forwards[0].shape->seqs, forwards[0].shape->query_len, draft_forwards}, forwards)[0];
+  const std::span<const StepInput> eager = std::span<const StepInput>(forwards).first(
+      draft_forwards > 0 && forwards[1].shape ? 1 : forwards.size());
+  const auto steps = device_steps(upload(eager, device_), eager);
   std::vector<at::Tensor> drafts;
-  for (size_t j = 0; j < forwards.size(); ++j) {
+  for (size_t j = 0; j < eager.size(); ++j) {
     // Announced one at a time: a worker must meet each forward's collectives in rank 0's order.
     const StepKind kind = mtp_kind(j, fill_reads_stash);
     announce(kind, forwards[j].wire);
     drafts.push_back(forward(kind, steps[j]));
+  }
+  if (eager.size() < forwards.size()) {
+    drafts.push_back(replay({forwards[1].shape->seqs, 0, draft_forwards}, std::span(forwards).subspan(1))[0]);
   }
   return at::cat(drafts);
 }
@@ -186,6 +195,8 @@ bool ModelRunner::capture_graphs(const GraphPlan& plan) {
   std::ranges::sort(plan_.batch_sizes, std::greater<>());
   const int64_t rows = plan_.batch_sizes.front() * (num_speculative_tokens() + 1);
   graph_hidden_ = at::empty({rows, target_.config().hidden_size}, target_.embedding().options());
+  recursion_drafts_ = at::zeros({plan_.batch_sizes.front()}, target_.embedding().options().dtype(at::kLong));
+  recursion_hidden_ = at::zeros({plan_.batch_sizes.front(), target_.config().hidden_size}, target_.embedding().options());
   for (int64_t seqs : plan_.batch_sizes) capture_batch(seqs);  // largest first: they share one pool
   return true;
 }
@@ -196,8 +207,10 @@ StepShape ModelRunner::shape_of(int64_t seqs, int64_t query_len, int64_t samples
   return {seqs, query_len, samples, plan_.table_width, plan_.max_context_len};
 }
 
-// The target step for every query length 1..k + 1 (a step's k may be below the configured one), and
-// the drafting for every number of recursive forwards 0..k - 1, its fill padded to k + 1 rows.
+// The target step for every query length 1..k + 1 (a step's k may be below the configured one), the
+// drafting for every number of recursive forwards 0..k - 1, its fill padded to k + 1 rows, and the recursive
+// forwards alone for every number 1..k - 1: a step with prefill chunks fills eagerly (its rows fit no graph),
+// and its draft forwards, run eagerly too, cost an H200 0.5 ms each with the embedded model.
 void ModelRunner::capture_batch(int64_t seqs) {
   const int64_t k = num_speculative_tokens();
   for (int64_t q = 1; q <= k + 1; ++q) {
@@ -217,6 +230,16 @@ void ModelRunner::capture_batch(int64_t seqs) {
       return std::vector<at::Tensor>{at::cat(drafts)};
     });
   }
+  for (int64_t recursions = 1; recursions < k; ++recursions) {
+    const std::vector<StepInput> forwards(recursions, StepBuilder(0, shape_of(seqs, 1, 1)).build());
+    graphs_->capture({seqs, 0, recursions}, forwards, [&](const auto& steps) {
+      drafts_ = recursion_drafts_.narrow(0, 0, seqs);  // where replay() puts the eager fill's
+      mtp_hidden_ = recursion_hidden_.narrow(0, 0, seqs);
+      std::vector<at::Tensor> drafts;
+      for (const auto& step : steps) drafts.push_back(forward(StepKind::kMtpDraft, step));
+      return std::vector<at::Tensor>{at::cat(drafts)};
+    });
+  }
 }
 
 std::optional<StepShape> ModelRunner::target_shape(int64_t seqs, int64_t query_len) const {
@@ -225,6 +248,15 @@ std::optional<StepShape> ModelRunner::target_shape(int64_t seqs, int64_t query_l
   std::optional<StepShape> best;
   for (int64_t size : plan_.batch_sizes) {
     if (size >= seqs && graphs_->has({size, query_len})) best = shape_of(size, query_len, query_len);
+  }
+  return best;
+}
+
+std::optional<StepShape> ModelRunner::recursion_shape(int64_t seqs, int64_t draft_forwards) const {
+  if (!graphs_ || lockstep_ != nullptr || draft_forwards == 0) return std::nullopt;
+  std::optional<StepShape> best;  // plan_.batch_sizes is descending, as in target_shape
+  for (int64_t size : plan_.batch_sizes) {
+    if (size >= seqs && graphs_->has({size, 0, draft_forwards})) best = shape_of(size, 1, 1);
   }
   return best;
 }

@@ -53,14 +53,18 @@ class ModelRunner {
   // The padded shapes (fill, draft forwards) of MTP drafting for `seqs` sequences of the last target
   // step (when it replayed a graph) with `draft_forwards` recursive forwards, when a graph has them.
   std::optional<std::pair<StepShape, StepShape>> draft_shapes(int64_t seqs, int64_t draft_forwards) const;
+  // The padded shape of `draft_forwards` recursive draft forwards for `seqs` sequences whose fill runs eagerly
+  // (a step with prefill chunks, a catch-up), when a graph has them.
+  std::optional<StepShape> recursion_shape(int64_t seqs, int64_t draft_forwards) const;
 
   // The target model over `input`; returns the logits of its sample rows.
   at::Tensor run_target(const StepInput& input);
   // The MTP forwards of a step: forwards[0] is the fill (its source rows index the last target
   // forward's rows, and with `fill_reads_stash` negative ones the stash), then the recursive draft
   // forwards (source rows index the previous forward's sampled rows). Returns every forward's drafts
-  // (argmax of its sampled rows), concatenated. Under lockstep it runs as many forwards as the group
-  // that runs most, the missing ones empty, and may be given none at all.
+  // (argmax of its sampled rows), concatenated. Shaped draft forwards after an unshaped fill replay the graph
+  // of the draft forwards alone. Under lockstep it runs as many forwards as the group that runs most, the
+  // missing ones empty, and may be given none at all.
   at::Tensor run_drafts(std::vector<StepInput> forwards, bool fill_reads_stash = false);
   // A target forward of no tokens: an idle group's part in a lockstep step (then run_drafts({}) with MTP).
   void run_empty_target();
@@ -81,6 +85,8 @@ class ModelRunner {
 
   const at::Device& device() const { return device_; }
   bool has_mtp() const { return mtp_ != nullptr; }
+  // What this device pads a forward run eagerly to (KernelOps::eager_rows), for the StepBuilders of its forwards.
+  EagerRowsFn eager_rows() const { return eager_rows_; }
 
  private:
   bool leads_group() const;  // rank 0 of a tensor-parallel group
@@ -102,6 +108,7 @@ class ModelRunner {
   at::Tensor mtp_cache_;
   const StepLockstep* lockstep_;
   at::Device device_;
+  EagerRowsFn eager_rows_;
   int max_threads_;  // intra-op threads for large steps on the CPU
   at::Tensor target_hidden_;  // [tokens, hidden] of the last target forward
   at::Tensor mtp_hidden_;     // [samples, hidden] of the last MTP forward
@@ -109,6 +116,9 @@ class ModelRunner {
   at::Tensor stash_;          // [stash rows, hidden]: target hidden states of deferred fills
   std::optional<StepGraphs> graphs_;
   at::Tensor graph_hidden_;  // [largest batch * (k + 1), hidden]: the graphed target steps' hidden states
+  // [largest batch] and [largest batch, hidden]: an eager fill's drafts and hidden states, where the graphs of the
+  // draft forwards alone read them
+  at::Tensor recursion_drafts_, recursion_hidden_;
   GraphPlan plan_;
   std::optional<GraphKey> last_target_graph_;  // the graph the last target step replayed
 };

@@ -10,8 +10,9 @@ namespace mtpserve {
 namespace {
 
 // The fill: the stashed pairs and every newly computed pair of each request, sampling its last one.
-StepInput fill_input(const std::vector<DraftRequest>& requests, int64_t block_size, std::optional<StepShape> shape) {
-  StepBuilder fill(block_size, shape);
+StepInput fill_input(const std::vector<DraftRequest>& requests, int64_t block_size, std::optional<StepShape> shape,
+                     EagerRowsFn eager_rows) {
+  StepBuilder fill(block_size, shape, eager_rows);
   std::vector<int64_t> sources;
   for (const auto& r : requests) {
     const int64_t first = r.first_pair - r.stashed.count;
@@ -31,9 +32,9 @@ bool catches_up(const std::vector<DraftRequest>& requests) {
 // Draft j + 1 of every request from (draft j, the layer's output for draft j's predecessor): row a
 // of each forward belongs to request a; requests that want no more drafts are padding there.
 StepInput draft_input(const std::vector<DraftRequest>& requests, int64_t j, int64_t block_size,
-                      std::optional<StepShape> shape) {
+                      std::optional<StepShape> shape, EagerRowsFn eager_rows) {
   const int64_t placeholder = 0;  // the runner feeds the drafts it holds on the device
-  StepBuilder step(block_size, shape);
+  StepBuilder step(block_size, shape, eager_rows);
   for (size_t a = 0; a < requests.size(); ++a) {
     const DraftRequest& r = requests[a];
     if (r.num_drafts <= j) {
@@ -58,19 +59,30 @@ void MtpDrafter::propose(const std::vector<DraftRequest>& requests) const {
   const int64_t recursions = std::max<int64_t>(0, most - 1);
   const bool catch_up = catches_up(requests);
   std::optional<StepShape> fill_shape, draft_shape;  // padded to a captured graph's shapes where one fits
-  // A catch-up's fill has more rows per sequence than any graph's: it runs eagerly.
-  if (auto shapes = catch_up ? std::nullopt : runner_.draft_shapes(static_cast<int64_t>(requests.size()), recursions)) {
+  // A catch-up's fill has more rows per sequence than any graph's, as has a fill after a step with prefill
+  // chunks: it runs eagerly, and its draft forwards may still replay a graph.
+  const auto seqs = static_cast<int64_t>(requests.size());
+  if (auto shapes = catch_up ? std::nullopt : runner_.draft_shapes(seqs, recursions)) {
     std::tie(fill_shape, draft_shape) = *shapes;
+  } else {
+    draft_shape = runner_.recursion_shape(seqs, recursions);
   }
-  std::vector<StepInput> forwards{fill_input(requests, block_size_, fill_shape)};
-  for (int64_t j = 1; j <= recursions; ++j) forwards.push_back(draft_input(requests, j, block_size_, draft_shape));
+  // Run eagerly, every forward is padded alike: each samples eager_rows(requests) rows, one per request first.
+  const EagerRowsFn eager_rows = runner_.eager_rows();
+  std::vector<StepInput> forwards{fill_input(requests, block_size_, fill_shape, eager_rows)};
+  for (int64_t j = 1; j <= recursions; ++j) {
+    forwards.push_back(draft_input(requests, j, block_size_, draft_shape, eager_rows));
+  }
   auto host = runner_.run_drafts(forwards, catch_up).cpu();
+  // Draft j + 1 of request a is row a of forward j's drafts; the fill may sample more rows than the others.
   const int64_t* drafts = host.data_ptr<int64_t>();
-  const int64_t rows = host.size(0) / static_cast<int64_t>(forwards.size());
+  const int64_t fill_rows = forwards[0].sampled_rows(), rows = recursions > 0 ? forwards[1].sampled_rows() : 0;
   for (size_t a = 0; a < requests.size(); ++a) {
     auto& out = requests[a].seq->draft_tokens;
     out.clear();
-    for (int64_t j = 0; j < requests[a].num_drafts; ++j) out.push_back(drafts[j * rows + static_cast<int64_t>(a)]);
+    for (int64_t j = 0; j < requests[a].num_drafts; ++j) {
+      out.push_back(drafts[(j == 0 ? 0 : fill_rows + (j - 1) * rows) + static_cast<int64_t>(a)]);
+    }
   }
 }
 

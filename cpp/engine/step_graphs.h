@@ -1,8 +1,9 @@
 #pragma once
 // The captured graphs of decode-shaped forwards, keyed by their padded shape: the target step
-// (decode or MTP verify) and the MTP drafting (the fill and every recursive draft forward in one
-// graph), one per batch bucket. A replay copies the forwards' packed inputs into the graph's static
-// input buffer (one copy) and returns the graph's outputs. Those live in the shared pool, which later
+// (decode or MTP verify), the MTP drafting (the fill and every recursive draft forward in one
+// graph), and the recursive draft forwards alone (after a fill that ran eagerly), one per batch
+// bucket. A replay copies the forwards' packed inputs into the graph's static input buffer (one
+// copy) and returns the graph's outputs. Those live in the shared pool, which later
 // captures may reuse: they are valid until the next replay of any graph (a step reads them first).
 #include <ATen/core/Tensor.h>
 
@@ -20,7 +21,8 @@ namespace mtpserve {
 
 struct GraphKey {
   int64_t seqs = 0, query_len = 0;
-  int64_t draft_forwards = -1;  // -1: a target step; else the MTP fill and this many draft forwards
+  // -1: a target step; else the MTP fill (query_len rows per sequence; 0: none) and this many draft forwards
+  int64_t draft_forwards = -1;
   auto operator<=>(const GraphKey&) const = default;
 };
 

@@ -136,7 +136,18 @@ void StepBuilder::add_rows(const std::vector<int32_t>* table, int64_t first, std
   tables_.push_back(table);
 }
 
+void StepBuilder::pad_eager() {
+  const auto rows = static_cast<int64_t>(tokens_.size()), samples = static_cast<int64_t>(samples_.size());
+  if (rows == 0) return;
+  const int64_t extra_samples = eager_rows_(samples) - samples;
+  const int64_t extra_rows = eager_rows_(rows + extra_samples) - rows;
+  if (extra_rows == 0) return;
+  const std::vector<int64_t> zeros(extra_rows, 0);
+  add_rows(nullptr, 0, zeros, extra_samples, 0, zeros, /*write=*/false);
+}
+
 StepInput StepBuilder::build() {
+  if (!shape_ && eager_rows_ != nullptr) pad_eager();
   if (shape_) {
     if (static_cast<int64_t>(tables_.size()) > shape_->seqs) {
       throw std::logic_error("StepBuilder: more sequences than the step's shape holds");
@@ -144,7 +155,11 @@ StepInput StepBuilder::build() {
     while (static_cast<int64_t>(tables_.size()) < shape_->seqs) add_padding();
   }
   int64_t width = 1, max_query = 0, max_context = 0;
-  for (const auto* t : tables_) width = std::max<int64_t>(width, t ? static_cast<int64_t>(t->size()) : 0);
+  for (size_t s = 0; s < tables_.size(); ++s) {
+    // A padding sequence attends over its rows through a table of zeros (block 0), which must cover them.
+    const int64_t covers = block_size_ > 0 ? (context_lens_[s] + block_size_ - 1) / block_size_ : 0;
+    width = std::max<int64_t>(width, tables_[s] ? static_cast<int64_t>(tables_[s]->size()) : covers);
+  }
   for (size_t s = 0; s < tables_.size(); ++s) {
     max_query = std::max(max_query, query_start_[s + 1] - query_start_[s]);
     max_context = std::max(max_context, context_lens_[s]);
@@ -173,8 +188,8 @@ StepInput StepBuilder::build() {
 }
 
 StepInput build_step_input(const std::vector<ScheduledSequence>& scheduled, int64_t block_size,
-                           std::optional<StepShape> shape) {
-  StepBuilder builder(block_size, shape);
+                           std::optional<StepShape> shape, EagerRowsFn eager_rows) {
+  StepBuilder builder(block_size, shape, eager_rows);
   std::vector<int64_t> fed;
   for (const auto& s : scheduled) {
     const Sequence& seq = *s.seq;

@@ -30,6 +30,7 @@ struct StepInput {
   std::vector<int64_t> wire;
 
   std::span<const int64_t> packed() const;
+  int64_t sampled_rows() const { return wire[1]; }
 };
 
 // One forward's inputs on the device: views of its packed part, and the int32 attention metadata.
@@ -49,11 +50,17 @@ std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const S
 // Rebuilds a StepInput from its wire (tensor-parallel workers).
 StepInput step_input_from_wire(std::span<const int64_t> wire);
 
+// The row count a forward run eagerly is padded to (KernelOps::eager_rows); nullptr: none.
+using EagerRowsFn = int64_t (*)(int64_t rows);
+
 // Collects sequences' rows on the host; build() makes the StepInput.
 class StepBuilder {
  public:
-  explicit StepBuilder(int64_t block_size, std::optional<StepShape> shape = std::nullopt)
-      : block_size_(block_size), shape_(shape) {}
+  // Without a shape, `eager_rows` pads the step with one sequence that writes nothing, so that its rows and its
+  // sampled rows number eager_rows(n) each.
+  explicit StepBuilder(int64_t block_size, std::optional<StepShape> shape = std::nullopt,
+                       EagerRowsFn eager_rows = nullptr)
+      : block_size_(block_size), shape_(shape), eager_rows_(eager_rows) {}
 
   // Rows for cache positions [first, first + tokens.size()) of one sequence, the last
   // `num_samples` of them sampled; rotary positions are the cache positions + rope_offset. MTP
@@ -71,9 +78,11 @@ class StepBuilder {
  private:
   void add_rows(const std::vector<int32_t>* table, int64_t first, std::span<const int64_t> tokens,
                 int64_t num_samples, int64_t rope_offset, std::span<const int64_t> sources, bool write);
+  void pad_eager();
 
   int64_t block_size_;
   std::optional<StepShape> shape_;
+  EagerRowsFn eager_rows_;
   StepInput out_;
   std::vector<int64_t> tokens_, positions_, slots_, samples_, sources_, query_start_{0}, context_lens_;
   std::vector<const std::vector<int32_t>*> tables_;
@@ -82,6 +91,6 @@ class StepBuilder {
 // The target step: a sequence feeds (tokens ++ draft_tokens)[num_computed : num_computed + n], and
 // every fed row from its last known token on is sampled (that row, then one per draft).
 StepInput build_step_input(const std::vector<ScheduledSequence>& scheduled, int64_t block_size,
-                           std::optional<StepShape> shape = std::nullopt);
+                           std::optional<StepShape> shape = std::nullopt, EagerRowsFn eager_rows = nullptr);
 
 }  // namespace mtpserve

@@ -36,6 +36,8 @@ struct KernelOps {
   HeadMatmulFn head_matmul = nullptr;
   // Unset where the device has no graphs: every step runs eagerly there.
   CaptureGraphFn capture_graph = nullptr;
+  // The row count (and sampled-row count) a forward run eagerly is padded to (kernels/row_buckets.h). Unset: none.
+  int64_t (*eager_rows)(int64_t rows) = nullptr;
   MakeDeviceTimerFn make_device_timer = nullptr;  // unset: ops_for() gives the host clock
 };
 

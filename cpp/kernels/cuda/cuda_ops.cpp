@@ -5,6 +5,7 @@
 #include "kernels/cuda/step_graph_cuda.h"
 #include "kernels/cuda/device_timer_cuda.h"
 #include "kernels/kernel_ops.h"
+#include "kernels/row_buckets.h"
 #include "kernels/sampling_probs.h"
 
 namespace mtpserve::kernels::cuda {
@@ -23,6 +24,7 @@ const KernelOps& ops() {
       .sample_and_verify = sample_and_verify,
       .write_latent_kv = write_latent_kv,
       .capture_graph = capture_graph,
+      .eager_rows = round_up_rows,
       .make_device_timer = make_device_timer,
   };
   return table;
