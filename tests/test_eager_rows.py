@@ -1,6 +1,7 @@
 """The row counts eager forwards are padded to (KernelOps::eager_rows): none on the CPU; on a GPU one of few counts,
 so that cuBLAS reuses its kernel choice for each GEMM (a new row count cost an H200 0.1-1.7 ms of host time per GEMM),
-at most 1/16 more rows from 128 rows on."""
+at most 1/16 more rows from 128 rows on. And the step such padding builds (StepBuilder, through _C.padded_step, with
+the GPU's rule): one sequence that writes nothing, whose table of zeros covers its rows."""
 import pytest
 import torch
 
@@ -20,3 +21,32 @@ def test_the_gpu_pads_to_few_row_counts_and_little_more():
         assert _C.eager_rows("cuda:0", p) == p, (n, p)  # a padded count pads to itself
     assert len(set(padded)) <= 32 + 16 * 6  # multiples of 8 below 256, then 16 per octave up to 16384
     assert _C.eager_rows("cuda:0", 0) == 0
+
+
+def test_an_eager_step_is_padded_by_one_sequence_that_writes_nothing():
+    # A lone 5-token prompt in 8-token blocks: 8 sampled rows need 16 rows, and the padding's 11 rows attend
+    # through a table of zeros as wide as they need (2 blocks), wider than the real sequence's 1.
+    step = _C.padded_step(8, [(5, 1, 1)])
+    assert (step["rows"], step["sampled_rows"]) == (16, 8)
+    assert step["query_start"] == [0, 5, 16] and step["num_samples"] == [1, 7]
+    assert step["slots"] == [8, 9, 10, 11, 12] + [-1] * 11
+    assert step["context_lens"] == [5, 11] and step["table_width"] == 2
+    assert step["block_tables"] == [1, 0, 0, 0]
+
+
+@pytest.mark.parametrize("sequences", [[(300, 1, 3), (4, 4, 1), (4, 4, 1)], [(37, 0, 5)] * 9, [(1, 1, 1)] * 130,
+                                       [(2000, 1, 16), (2, 2, 1)]])
+def test_padding_reaches_a_row_count_that_pads_to_itself(sequences):
+    block_size = 128
+    step = _C.padded_step(block_size, sequences)
+    real_rows, real_samples = sum(s[0] for s in sequences), sum(s[1] for s in sequences)
+    starts = [sum(s[0] for s in sequences[:i]) for i in range(len(sequences) + 1)]
+    assert step["query_start"][:len(sequences) + 1] == starts
+    assert step["num_samples"][:len(sequences)] == [s[1] for s in sequences]
+    assert real_rows <= step["rows"] <= max(real_rows + 15, real_rows * 9 // 8)
+    assert real_samples <= step["sampled_rows"]
+    assert all(slot == -1 for slot in step["slots"][real_rows:])
+    assert all(slot >= 0 for slot in step["slots"][:real_rows])
+    assert step["context_lens"][-1] <= step["table_width"] * block_size
+    again = _C.padded_step(block_size, [(step["rows"], step["sampled_rows"], step["table_width"])])
+    assert (again["rows"], again["sampled_rows"]) == (step["rows"], step["sampled_rows"])

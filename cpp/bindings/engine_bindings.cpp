@@ -6,6 +6,7 @@
 #include "engine/engine.h"
 #include "engine/step_input.h"
 #include "engine/worker.h"
+#include "kernels/row_buckets.h"
 
 namespace py = pybind11;
 
@@ -125,6 +126,36 @@ std::pair<int64_t, std::vector<int64_t>> drafts_after_prefill(const DeepSeekV3& 
   return {first, seq.draft_tokens};
 }
 
+// A step built as a GPU builds one that fits no graph (padded by kernels::round_up_rows), from sequences given
+// as (rows, sampled rows, blocks in its table) at position 0 (tests): its layout, read back from its wire.
+py::dict padded_step(int64_t block_size, const std::vector<std::tuple<int64_t, int64_t, int64_t>>& sequences) {
+  std::vector<std::vector<int32_t>> tables;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    tables.emplace_back(std::get<2>(sequences[i]), static_cast<int32_t>(i + 1));
+  }
+  StepBuilder builder(block_size, std::nullopt, kernels::round_up_rows);
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const std::vector<int64_t> tokens(std::get<0>(sequences[i]), 7);
+    builder.add(tables[i], 0, tokens, std::get<1>(sequences[i]));
+  }
+  const StepInput input = builder.build();
+  const auto& w = input.wire;
+  const int64_t rows = w[0], samples = w[1], seqs = w[2], width = w[3];
+  const auto part = [&](int64_t from, int64_t n) {
+    return std::vector<int64_t>(w.begin() + 6 + from, w.begin() + 6 + from + n);  // after the 6-word header
+  };
+  py::dict out;
+  out["rows"] = rows;
+  out["sampled_rows"] = samples;
+  out["table_width"] = width;
+  out["slots"] = part(2 * rows, rows);
+  out["block_tables"] = part(4 * rows + samples, seqs * width);
+  out["query_start"] = input.query_start;
+  out["context_lens"] = part(4 * rows + samples + seqs * width + seqs + 1, seqs);
+  out["num_samples"] = input.num_samples;
+  return out;
+}
+
 // Deleting an engine joins its thread, which may be waiting for the GIL (a grammar's token masker
 // runs Python): the GIL is released while it joins.
 struct DeleteWithoutGil {
@@ -142,6 +173,9 @@ void bind_engine(py::module_& m) {
   m.def("drafts_after_prefill", &drafts_after_prefill, py::arg("target"), py::arg("caches"), py::arg("mtp"),
         py::arg("mtp_cache"), py::arg("block_size"), py::arg("prompt"), py::arg("k"),
         "Tests: (greedy first token, the k MTP drafts that follow it) for one prompt, through the engine's forwards.");
+  m.def("padded_step", &padded_step, py::arg("block_size"), py::arg("sequences"),
+        "Tests: the layout of a step that fits no graph, padded as on a GPU; sequences: (rows, sampled rows, "
+        "table blocks) each.");
   bind_outputs(m);
   py::enum_<SpeculationPolicyKind>(m, "SpeculationPolicyKind")
       .value("adaptive", SpeculationPolicyKind::kAdaptive)

@@ -141,7 +141,8 @@ void bind_kernels(py::module_& m) {
         const auto pad = kernels::ops_for(at::Device(device)).eager_rows;
         return pad != nullptr ? pad(rows) : rows;
       },
-      py::arg("device"), py::arg("rows"), "The row count a forward of `rows` rows run eagerly on `device` is padded to.");
+      py::arg("device"), py::arg("rows"),
+      "The row count a forward of `rows` rows run eagerly on `device` is padded to.");
   m.def("use_npu_kernels_on_cpu", &kernels::use_npu_kernels_on_cpu, py::arg("on"),
         "Test-only: CPU tensors get the NPU kernel table, whose torch_npu ops then reach the CPU stand-ins "
         "registered under their schemas (tests/npu_stand_ins.py); holds for engines built while it is on.");

@@ -109,7 +109,9 @@ at::Tensor ModelRunner::run_drafts(std::vector<StepInput> forwards, bool fill_re
   }
   if (forwards.empty()) return at::empty({0}, at::kLong);
   const auto draft_forwards = static_cast<int64_t>(forwards.size()) - 1;
-  if (forwards[0].shape) return replay({forwards[0].shape->seqs, forwards[0].shape->query_len, draft_forwards}, forwards)[0];
+  if (forwards[0].shape) {
+    return replay({forwards[0].shape->seqs, forwards[0].shape->query_len, draft_forwards}, forwards)[0];
+  }
   const std::span<const StepInput> eager = std::span<const StepInput>(forwards).first(
       draft_forwards > 0 && forwards[1].shape ? 1 : forwards.size());
   const auto steps = device_steps(upload(eager, device_), eager);
@@ -193,10 +195,11 @@ bool ModelRunner::capture_graphs(const GraphPlan& plan) {
   graphs_.emplace(capture, device_);
   plan_ = plan;
   std::ranges::sort(plan_.batch_sizes, std::greater<>());
-  const int64_t rows = plan_.batch_sizes.front() * (num_speculative_tokens() + 1);
-  graph_hidden_ = at::empty({rows, target_.config().hidden_size}, target_.embedding().options());
-  recursion_drafts_ = at::zeros({plan_.batch_sizes.front()}, target_.embedding().options().dtype(at::kLong));
-  recursion_hidden_ = at::zeros({plan_.batch_sizes.front(), target_.config().hidden_size}, target_.embedding().options());
+  const int64_t largest = plan_.batch_sizes.front();
+  graph_hidden_ = at::empty({largest * (num_speculative_tokens() + 1), target_.config().hidden_size},
+                            target_.embedding().options());
+  recursion_drafts_ = at::zeros({largest}, target_.embedding().options().dtype(at::kLong));
+  recursion_hidden_ = at::zeros({largest, target_.config().hidden_size}, target_.embedding().options());
   for (int64_t seqs : plan_.batch_sizes) capture_batch(seqs);  // largest first: they share one pool
   return true;
 }
