@@ -20,13 +20,9 @@ import math
 import statistics
 import time
 
-from bench_offline import chosen_k, counters, mean_tpot_ms
+from bench_offline import chosen_k, counters, mean_tpot_ms, method_name
 from mtpserve import LLM, SamplingParams
 from mtpserve.bench.datasets import load_tokenizer, sample_sharegpt_requests
-
-
-def method_name(k: int, policy: str) -> str:
-    return "k=0" if k == 0 else f"{policy} k{'_max' if policy == 'adaptive' else ''}={k}"
 
 
 def timed(llm: LLM, prompts: list[str], params: list[SamplingParams]) -> dict:
@@ -59,7 +55,7 @@ def run(args: argparse.Namespace, slots: int, prompts: list[str], params: list[S
     results = []
     for (k, policy), rs in runs.items():
         median = sorted(rs, key=lambda r: r["tpot_ms"])[len(rs) // 2]
-        results.append({"method": method_name(k, policy), "k": k, "slots": slots, **median,
+        results.append({"method": method_name({"k": k, "policy": policy}), "k": k, "slots": slots, **median,
                         "tpot_ms_all": [r["tpot_ms"] for r in rs],
                         "tokens_per_s_all": [r["tokens_per_s"] for r in rs]})
     return results

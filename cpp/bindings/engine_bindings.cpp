@@ -127,7 +127,7 @@ std::pair<int64_t, std::vector<int64_t>> drafts_after_prefill(const DeepSeekV3& 
 }
 
 // A step built as a GPU builds one that fits no graph (padded by kernels::round_up_rows), from sequences given
-// as (rows, sampled rows, blocks in its table) at position 0 (tests): its layout, read back from its wire.
+// as (rows, sampled rows, blocks in its table) at position 0 (tests): its layout, as the device reads it.
 py::dict padded_step(int64_t block_size, const std::vector<std::tuple<int64_t, int64_t, int64_t>>& sequences) {
   std::vector<std::vector<int32_t>> tables;
   for (size_t i = 0; i < sequences.size(); ++i) {
@@ -139,19 +139,19 @@ py::dict padded_step(int64_t block_size, const std::vector<std::tuple<int64_t, i
     builder.add(tables[i], 0, tokens, std::get<1>(sequences[i]));
   }
   const StepInput input = builder.build();
-  const auto& w = input.wire;
-  const int64_t rows = w[0], samples = w[1], seqs = w[2], width = w[3];
-  const auto part = [&](int64_t from, int64_t n) {
-    return std::vector<int64_t>(w.begin() + 6 + from, w.begin() + 6 + from + n);  // after the 6-word header
+  const auto list = [](const at::Tensor& t) {
+    const auto flat = t.to(at::kLong).reshape({-1});
+    return std::vector<int64_t>(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel());
   };
+  const DeviceStep step = device_steps(upload({&input, 1}, at::kCPU), {&input, 1})[0];  // the engine's own reading
   py::dict out;
-  out["rows"] = rows;
-  out["sampled_rows"] = samples;
-  out["table_width"] = width;
-  out["slots"] = part(2 * rows, rows);
-  out["block_tables"] = part(4 * rows + samples, seqs * width);
+  out["rows"] = step.token_ids.size(0);
+  out["sampled_rows"] = input.sampled_rows();
+  out["table_width"] = step.attention.block_tables.size(1);
+  out["slots"] = list(step.attention.slot_mapping);
+  out["block_tables"] = list(step.attention.block_tables);
   out["query_start"] = input.query_start;
-  out["context_lens"] = part(4 * rows + samples + seqs * width + seqs + 1, seqs);
+  out["context_lens"] = list(step.attention.context_lens);
   out["num_samples"] = input.num_samples;
   return out;
 }

@@ -245,23 +245,25 @@ void ModelRunner::capture_batch(int64_t seqs) {
   }
 }
 
-std::optional<StepShape> ModelRunner::target_shape(int64_t seqs, int64_t query_len) const {
+std::optional<int64_t> ModelRunner::smallest_bucket(int64_t seqs, int64_t query_len, int64_t draft_forwards) const {
   if (!graphs_) return std::nullopt;
   // plan_.batch_sizes is descending: the last one that holds `seqs` is the smallest.
-  std::optional<StepShape> best;
+  std::optional<int64_t> best;
   for (int64_t size : plan_.batch_sizes) {
-    if (size >= seqs && graphs_->has({size, query_len})) best = shape_of(size, query_len, query_len);
+    if (size >= seqs && graphs_->has({size, query_len, draft_forwards})) best = size;
   }
   return best;
 }
 
+std::optional<StepShape> ModelRunner::target_shape(int64_t seqs, int64_t query_len) const {
+  const auto size = smallest_bucket(seqs, query_len, -1);
+  return size ? std::optional(shape_of(*size, query_len, query_len)) : std::nullopt;
+}
+
 std::optional<StepShape> ModelRunner::recursion_shape(int64_t seqs, int64_t draft_forwards) const {
-  if (!graphs_ || lockstep_ != nullptr || draft_forwards == 0) return std::nullopt;
-  std::optional<StepShape> best;  // plan_.batch_sizes is descending, as in target_shape
-  for (int64_t size : plan_.batch_sizes) {
-    if (size >= seqs && graphs_->has({size, 0, draft_forwards})) best = shape_of(size, 1, 1);
-  }
-  return best;
+  if (lockstep_ != nullptr || draft_forwards == 0) return std::nullopt;
+  const auto size = smallest_bucket(seqs, 0, draft_forwards);
+  return size ? std::optional(shape_of(*size, 1, 1)) : std::nullopt;
 }
 
 std::optional<std::pair<StepShape, StepShape>> ModelRunner::draft_shapes(int64_t seqs, int64_t draft_forwards) const {

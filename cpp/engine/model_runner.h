@@ -99,6 +99,8 @@ class ModelRunner {
   // The hidden states a catch-up fill reads: rows >= 0 of the last target forward, rows < 0 of the stash.
   at::Tensor catch_up_sources(const at::Tensor& rows) const;
   void capture_batch(int64_t seqs);
+  // The smallest batch bucket of at least `seqs` sequences that has the graph of this key's shape.
+  std::optional<int64_t> smallest_bucket(int64_t seqs, int64_t query_len, int64_t draft_forwards) const;
   int64_t num_speculative_tokens() const;
   StepShape shape_of(int64_t seqs, int64_t query_len, int64_t samples_per_seq) const;
 
