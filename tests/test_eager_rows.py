@@ -32,6 +32,22 @@ def test_an_eager_step_is_padded_by_one_sequence_that_writes_nothing():
     assert step["slots"] == [8, 9, 10, 11, 12] + [-1] * 11
     assert step["context_lens"] == [5, 11] and step["table_width"] == 2
     assert step["block_tables"] == [1, 0, 0, 0]
+    assert step["sampled_query_start"] == [0, 1, 8] and step["sampled_context_lens"] == [5, 11]
+    assert_sampled_rows_see_what_they_see_in_the_step(step)
+
+
+def assert_sampled_rows_see_what_they_see_in_the_step(step):
+    """The attention of the sampled rows alone (an MTP fill's): each sequence's sampled rows, in order, each
+    seeing the positions it sees among the step's rows (row j of q rows over c positions sees c - q + j + 1)."""
+    starts, sampled_starts = step["query_start"], step["sampled_query_start"]
+    rows = step["sample_rows"]
+    for s, n in enumerate(step["num_samples"]):
+        q, context = starts[s + 1] - starts[s], step["context_lens"][s]
+        mine = rows[sampled_starts[s]:sampled_starts[s + 1]]
+        assert len(mine) == n and all(starts[s] <= r < starts[s + 1] for r in mine)
+        for j, row in enumerate(mine):
+            assert step["sampled_context_lens"][s] - n + j == context - q + (row - starts[s])
+    assert step["sampled_max_query_len"] == max(step["num_samples"])
 
 
 @pytest.mark.parametrize("sequences", [[(300, 1, 3), (4, 4, 1), (4, 4, 1)], [(37, 0, 5)] * 9, [(1, 1, 1)] * 130,
@@ -48,5 +64,6 @@ def test_padding_reaches_a_row_count_that_pads_to_itself(sequences):
     assert all(slot == -1 for slot in step["slots"][real_rows:])
     assert all(slot >= 0 for slot in step["slots"][:real_rows])
     assert step["context_lens"][-1] <= step["table_width"] * block_size
+    assert_sampled_rows_see_what_they_see_in_the_step(step)
     again = _C.padded_step(block_size, [(step["rows"], step["sampled_rows"], step["table_width"])])
     assert (again["rows"], again["sampled_rows"]) == (step["rows"], step["sampled_rows"])

@@ -93,15 +93,19 @@ def test_prefill_decode_and_mtp_match_transformers(models, device):
             hiddens[s] = torch.cat([hiddens[s], hidden[s:s + 1]])
             assert rel_err(logits[s], ref(ids[None]).logits[0, -1]) <= tolerance, f"decode seq {s}"
 
-    check_mtp(ours, ref, ref_mtp, seqs, hiddens, mtp_caches[0], tolerance)
+    for last_rows_only in (False, True):
+        mtp_caches[0].zero_()
+        check_mtp(ours, ref, ref_mtp, seqs, hiddens, mtp_caches[0], tolerance, last_rows_only)
 
 
-def check_mtp(ours, ref, ref_mtp, seqs, hiddens, cache, tolerance):
+def check_mtp(ours, ref, ref_mtp, seqs, hiddens, cache, tolerance, last_rows_only):
     """MTP pair i = (token i+1, target hidden i), at rotary position i + 1 as in transformers: the
-    prompt's pairs in one batch, then the decoded ones a pair per step."""
+    prompt's pairs in one batch, then the decoded ones a pair per step. `last_rows_only`: the prompt's forward
+    gives each sequence's last row alone, as the engine's fill does; its other rows only write their cache rows,
+    which the decoded pairs then attend over."""
     mtp, layout = ours.mtp_layers[0], PagedLayout(num_blocks=64, block_size=BLOCK_SIZE, seed=2)
     prompt_pairs = [n - 1 for n in PROMPT_LENS]
-    got = [[] for _ in seqs]
+    got, pairs = [[] for _ in seqs], [[] for _ in seqs]
     for s in range(len(seqs)):
         layout.add_sequence()
     schedule = [{s: n for s, n in enumerate(prompt_pairs) if n > 0}] + [{s: 1 for s in range(len(seqs))}] * DECODE_STEPS
@@ -109,11 +113,17 @@ def check_mtp(ours, ref, ref_mtp, seqs, hiddens, cache, tolerance):
         step = on(ours.device, layout.step(counts, position_offset=1))
         ids = torch.cat([seqs[s][layout.lens[s] - n + 1: layout.lens[s] + 1] for s, n in counts.items()])
         prev = torch.cat([hiddens[s][layout.lens[s] - n: layout.lens[s]] for s, n in counts.items()])
-        out = mtp.logits(mtp.forward(ours.target, cache, ids.to(ours.device), prev.to(ours.device), **step)).cpu()
-        for i, (s, n) in enumerate(counts.items()):
-            got[s].append(out[step["query_start"][i]:step["query_start"][i + 1]])
+        outputs = {s: 1 if last_rows_only else n for s, n in counts.items()}
+        out = mtp.logits(mtp.forward(ours.target, cache, ids.to(ours.device), prev.to(ours.device), **step,
+                                     outputs_per_seq=list(outputs.values()) if last_rows_only else None)).cpu()
+        start = 0
+        for s, n in outputs.items():
+            got[s].append(out[start:start + n])
+            pairs[s].extend(range(layout.lens[s] - n, layout.lens[s]))
+            start += n
+        assert start == len(out)
     for s, ids in enumerate(seqs):
-        expected = reference_mtp_logits(ref, ref_mtp, ids)
+        expected = reference_mtp_logits(ref, ref_mtp, ids)[pairs[s]]
         assert rel_err(torch.cat(got[s]), expected) <= tolerance, f"mtp seq {s}"
 
 

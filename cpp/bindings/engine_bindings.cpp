@@ -153,6 +153,10 @@ py::dict padded_step(int64_t block_size, const std::vector<std::tuple<int64_t, i
   out["query_start"] = input.query_start;
   out["context_lens"] = list(step.attention.context_lens);
   out["num_samples"] = input.num_samples;
+  out["sample_rows"] = list(step.sample_rows);
+  out["sampled_query_start"] = list(step.sampled_attention.query_start);
+  out["sampled_context_lens"] = list(step.sampled_attention.context_lens);
+  out["sampled_max_query_len"] = step.sampled_attention.max_query_len;
   return out;
 }
 

@@ -34,6 +34,21 @@ kernels::AttentionMetadata metadata(const std::vector<int64_t>& query_start, con
   return meta;
 }
 
+// The last n_s rows of each sequence s (query_start as in metadata()), and where each sequence's begin among them.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> last_rows(const std::vector<int64_t>& query_start,
+                                                                const std::vector<int64_t>& per_seq) {
+  if (per_seq.size() + 1 != query_start.size()) throw std::invalid_argument("outputs_per_seq: one count per sequence");
+  std::vector<int64_t> rows, starts{0};
+  for (size_t s = 0; s < per_seq.size(); ++s) {
+    if (per_seq[s] < 0 || per_seq[s] > query_start[s + 1] - query_start[s]) {
+      throw std::invalid_argument("outputs_per_seq: sequence " + std::to_string(s) + " has fewer rows than that");
+    }
+    for (int64_t r = query_start[s + 1] - per_seq[s]; r < query_start[s + 1]; ++r) rows.push_back(r);
+    starts.push_back(static_cast<int64_t>(rows.size()));
+  }
+  return {rows, starts};
+}
+
 void bind_config(py::module_& m) {
   py::class_<RopeScaling>(m, "RopeScaling")
       .def(py::init<>())
@@ -135,13 +150,20 @@ void bind_model(py::module_& m) {
           "forward",
           [](const MtpLayer& mtp, const DeepSeekV3& target, const at::Tensor& cache, const at::Tensor& token_ids,
              const at::Tensor& previous_hidden, const at::Tensor& positions, std::vector<int64_t> query_start,
-             std::vector<int64_t> context_lens, at::Tensor block_tables, at::Tensor slot_mapping) {
+             std::vector<int64_t> context_lens, at::Tensor block_tables, at::Tensor slot_mapping,
+             const std::optional<std::vector<int64_t>>& outputs_per_seq) {
             auto meta = metadata(query_start, context_lens, block_tables, std::move(slot_mapping));
-            return mtp.forward(token_ids, previous_hidden, positions, target.rope(), cache, meta);
+            if (!outputs_per_seq) return mtp.forward(token_ids, previous_hidden, positions, target.rope(), cache, meta);
+            const auto [rows, starts] = last_rows(query_start, *outputs_per_seq);
+            auto sampled = metadata(starts, context_lens, block_tables, {});
+            const OutputRows out{at::tensor(rows, at::kLong).to(token_ids.device()), &sampled};
+            return mtp.forward(token_ids, previous_hidden, positions, target.rope(), cache, meta, &out);
           },
           py::arg("target"), py::arg("cache"), py::arg("token_ids"), py::arg("previous_hidden"), py::arg("positions"),
           py::arg("query_start"), py::arg("context_lens"), py::arg("block_tables"), py::arg("slot_mapping"),
-          py::call_guard<py::gil_scoped_release>())
+          py::arg("outputs_per_seq") = py::none(), py::call_guard<py::gil_scoped_release>(),
+          "With outputs_per_seq, the output of each sequence's last n rows alone (the engine's MTP fill), "
+          "every row still writing its cache row.")
       .def("logits", &MtpLayer::logits, py::call_guard<py::gil_scoped_release>());
 }
 

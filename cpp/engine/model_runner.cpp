@@ -181,9 +181,14 @@ at::Tensor ModelRunner::forward(StepKind kind, const DeviceStep& step) {
   throw std::runtime_error("unknown step kind " + std::to_string(static_cast<int64_t>(kind)));
 }
 
+// Only the sampled rows' outputs are read (a fill samples each sequence's last row): the other rows write their
+// cache rows alone, which skips their attention, MoE and norms. Where every row is sampled, the sampled rows are
+// the rows in order.
 at::Tensor ModelRunner::run_mtp(const DeviceStep& step, const at::Tensor& tokens, const at::Tensor& previous_hidden) {
-  mtp_hidden_ = mtp_->forward(tokens, previous_hidden, step.positions, target_.rope(), mtp_cache_, step.attention)
-                    .index_select(0, step.sample_rows);
+  const OutputRows sampled{step.sample_rows, &step.sampled_attention};
+  const bool every_row = step.sample_rows.size(0) == step.token_ids.size(0);
+  mtp_hidden_ = mtp_->forward(tokens, previous_hidden, step.positions, target_.rope(), mtp_cache_, step.attention,
+                              every_row ? nullptr : &sampled);
   drafts_ = mtp_->logits(mtp_hidden_).argmax(-1);
   return drafts_;
 }

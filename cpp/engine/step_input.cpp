@@ -17,7 +17,7 @@ struct WireSizes {
   int64_t tokens, samples, seqs, width;
   int64_t tables() const { return 4 * tokens + samples; }  // offset of the block tables in the packed part
   int64_t lens() const { return tables() + seqs * width; }  // offset of query_start
-  int64_t packed() const { return lens() + 2 * seqs + 1; }
+  int64_t packed() const { return lens() + 4 * seqs + 2; }
 };
 
 WireSizes sizes_of(std::span<const int64_t> wire) {
@@ -73,15 +73,28 @@ std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const S
     auto& meta = s.attention;
     meta.slot_mapping = part.narrow(0, 2 * t, t);
     meta.block_tables = part.narrow(0, z.tables(), z.seqs * z.width).view({z.seqs, z.width}).to(at::kInt);
-    meta.query_start = part.narrow(0, z.lens(), z.seqs + 1).to(at::kInt);
-    meta.context_lens = part.narrow(0, z.lens() + z.seqs + 1, z.seqs).to(at::kInt);
-    const int64_t* lens = input.wire.data() + kHeader + z.lens();
-    const auto host_lens = at::tensor(at::ArrayRef<int64_t>(lens, 2 * z.seqs + 1), at::kLong).to(at::kInt);
-    meta.host_query_start = host_lens.narrow(0, 0, z.seqs + 1);
-    meta.host_context_lens = host_lens.narrow(0, z.seqs + 1, z.seqs);
     meta.num_seqs = z.seqs;
     meta.max_query_len = input.wire[4];
     meta.max_context_len = input.wire[5];
+    // Both metadata's starts and lengths, converted in one op on the device and one on the host.
+    const auto lens = part.narrow(0, z.lens(), 4 * z.seqs + 2).to(at::kInt);
+    const int64_t* host = input.wire.data() + kHeader + z.lens();
+    const auto host_lens = at::tensor(at::ArrayRef<int64_t>(host, 4 * z.seqs + 2), at::kLong).to(at::kInt);
+    auto& sampled = s.sampled_attention;
+    sampled.block_tables = meta.block_tables;
+    sampled.num_seqs = z.seqs;
+    sampled.max_context_len = meta.max_context_len;
+    for (int64_t q = 0; q < z.seqs; ++q) {
+      sampled.max_query_len = std::max(sampled.max_query_len, host[2 * z.seqs + 2 + q] - host[2 * z.seqs + 1 + q]);
+    }
+    const auto view_lens = [&](kernels::AttentionMetadata& m, int64_t at) {
+      m.query_start = lens.narrow(0, at, z.seqs + 1);
+      m.context_lens = lens.narrow(0, at + z.seqs + 1, z.seqs);
+      m.host_query_start = host_lens.narrow(0, at, z.seqs + 1);
+      m.host_context_lens = host_lens.narrow(0, at + z.seqs + 1, z.seqs);
+    };
+    view_lens(meta, 0);
+    view_lens(sampled, 2 * z.seqs + 1);
     steps.push_back(std::move(s));
   }
   return steps;
@@ -119,6 +132,7 @@ void StepBuilder::add_rows(const std::vector<int32_t>* table, int64_t first, std
     throw std::logic_error("StepBuilder: a sequence's rows do not fit the step's shape");
   }
   const int64_t sampled_from = sample_all ? 0 : count - num_samples;
+  const int64_t last_sampled = sample_all ? rows - 1 : count - 1;  // in a sequence that samples at all
   const auto row0 = static_cast<int64_t>(tokens_.size());
   out_.first_sample.push_back(static_cast<int64_t>(samples_.size()) + count - num_samples - sampled_from);
   out_.num_samples.push_back(num_samples);
@@ -133,6 +147,8 @@ void StepBuilder::add_rows(const std::vector<int32_t>* table, int64_t first, std
   }
   query_start_.push_back(row0 + rows);
   context_lens_.push_back(first + rows);
+  sampled_start_.push_back(static_cast<int64_t>(samples_.size()));
+  sampled_context_.push_back(first + last_sampled + 1);
   tables_.push_back(table);
 }
 
@@ -172,7 +188,7 @@ StepInput StepBuilder::build() {
   const auto t = static_cast<int64_t>(tokens_.size()), n = static_cast<int64_t>(samples_.size());
   const auto seqs = static_cast<int64_t>(tables_.size());
   std::vector<int64_t> wire{t, n, seqs, width, max_query, max_context};
-  wire.reserve(kHeader + 4 * t + n + seqs * width + 4 * seqs + 1);
+  wire.reserve(kHeader + 4 * t + n + seqs * width + 6 * seqs + 2);
   for (auto* part : {&tokens_, &positions_, &slots_, &samples_, &sources_}) {
     wire.insert(wire.end(), part->begin(), part->end());
   }
@@ -181,7 +197,8 @@ StepInput StepBuilder::build() {
     if (table) wire.insert(wire.end(), table->begin(), table->end());
     wire.resize(wire.size() + width - used, 0);
   }
-  for (auto* part : {&query_start_, &context_lens_, &out_.first_sample, &out_.num_samples}) {
+  for (auto* part : {&query_start_, &context_lens_, &sampled_start_, &sampled_context_, &out_.first_sample,
+                     &out_.num_samples}) {
     wire.insert(wire.end(), part->begin(), part->end());
   }
   return from_wire(std::move(wire), shape_);

@@ -24,9 +24,10 @@ struct StepInput {
   std::vector<int64_t> first_sample;  // per sequence: its first entry among the sampled rows
   std::vector<int64_t> num_samples;   // per sequence: 0, 1, or 1 + drafts when verifying
   std::optional<StepShape> shape;     // set when padded to a graph's shape
-  // [tokens, samples, seqs, table width, source rows, max query len, max context len | token ids,
-  //  positions, slots, sample rows, source rows, block tables, query_start, context_lens |
-  //  first_sample, num_samples]: the middle part is what moves to the device.
+  // [tokens, samples, seqs, table width, max query len, max context len | token ids, positions, slots,
+  //  sample rows, source rows, block tables, query_start, context_lens, sampled_start, sampled_context |
+  //  first_sample, num_samples]: the middle part is what moves to the device. sampled_start and
+  //  sampled_context are query_start and context_lens for the sampled rows alone.
   std::vector<int64_t> wire;
 
   std::span<const int64_t> packed() const;
@@ -40,6 +41,8 @@ struct DeviceStep {
   at::Tensor sample_rows;  // [samples] rows whose outputs are needed
   at::Tensor source_rows;  // MTP forwards: the rows of the previous forward's outputs each row reads
   kernels::AttentionMetadata attention;
+  // The attention of the sampled rows alone (writing nothing): each sees what it sees in `attention`.
+  kernels::AttentionMetadata sampled_attention;
 };
 
 // The packed parts of `inputs`, concatenated, on `device` (one copy; from pinned memory to a GPU).
@@ -85,6 +88,7 @@ class StepBuilder {
   EagerRowsFn eager_rows_;
   StepInput out_;
   std::vector<int64_t> tokens_, positions_, slots_, samples_, sources_, query_start_{0}, context_lens_;
+  std::vector<int64_t> sampled_start_{0}, sampled_context_;
   std::vector<const std::vector<int32_t>*> tables_;
 };
 

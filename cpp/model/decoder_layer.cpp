@@ -20,11 +20,12 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, const Weights& w, int64_t layer
 }
 
 Residual DecoderLayer::operator()(const Residual& in, const at::Tensor& positions, const RotaryEmbedding& rope,
-                                  const at::Tensor& cache, const kernels::AttentionMetadata& meta) const {
+                                  const at::Tensor& cache, const kernels::AttentionMetadata& meta,
+                                  const OutputRows* out) const {
   auto [x, normed_in] = input_norm_(in);
-  auto attended = attention_(normed_in, positions, rope, cache, meta);
+  auto attended = attention_(normed_in, positions, rope, cache, meta, out);
   tp_.all_reduce(attended);
-  auto [h, normed] = post_attention_norm_.add(x, attended);
+  auto [h, normed] = post_attention_norm_.add(output_rows(x, out), attended);
   auto mixed = moe_ ? (*moe_)(normed) : (*mlp_)(normed);
   tp_.all_reduce(mixed);
   return {h, mixed};

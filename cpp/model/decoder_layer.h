@@ -15,9 +15,11 @@ namespace mtpserve {
 class DecoderLayer {
  public:
   DecoderLayer(const ModelConfig& config, const Weights& weights, int64_t layer, const TensorParallel& tp = {});
-  // The stream after this block: its MLP / MoE output is left pending for the next norm to add.
+  // The stream after this block: its MLP / MoE output is left pending for the next norm to add. With `out`,
+  // every row writes its latent-cache row and the stream continues for `out`'s rows alone.
   Residual operator()(const Residual& in, const at::Tensor& positions, const RotaryEmbedding& rope,
-                      const at::Tensor& cache, const kernels::AttentionMetadata& meta) const;
+                      const at::Tensor& cache, const kernels::AttentionMetadata& meta,
+                      const OutputRows* out = nullptr) const;
 
  private:
   TensorParallel tp_;

@@ -9,6 +9,8 @@
 
 namespace mtpserve {
 
+at::Tensor output_rows(const at::Tensor& t, const OutputRows* out) { return out ? t.index_select(0, out->rows) : t; }
+
 MultiHeadLatentAttention::MultiHeadLatentAttention(const ModelConfig& c, const Weights& w, const std::string& p,
                                                    const TensorParallel& tp)
     : heads_(shard_size(c.num_attention_heads, tp.size(), "num_attention_heads")),
@@ -39,27 +41,28 @@ MultiHeadLatentAttention::MultiHeadLatentAttention(const ModelConfig& c, const W
   scale_ = std::pow(static_cast<double>(qk), -0.5) * RotaryEmbedding(c).softmax_scale_factor();
 }
 
-at::Tensor MultiHeadLatentAttention::project_queries(const at::Tensor& x, const at::Tensor& down) const {
-  auto q = q_proj_ ? ops_->linear(x, *q_proj_)
-                   : ops_->linear((*q_a_layernorm_)(down.narrow(1, 0, q_lora_rank_)), *q_b_proj_);
-  return q.view({x.size(0), heads_, nope_dim_ + rope_dim_});
+at::Tensor MultiHeadLatentAttention::project_queries(const at::Tensor& x, const at::Tensor& down,
+                                                     const OutputRows* out) const {
+  auto q = q_proj_ ? ops_->linear(output_rows(x, out), *q_proj_)
+                   : ops_->linear((*q_a_layernorm_)(output_rows(down.narrow(1, 0, q_lora_rank_), out)), *q_b_proj_);
+  return q.view({q.size(0), heads_, nope_dim_ + rope_dim_});
 }
 
 at::Tensor MultiHeadLatentAttention::operator()(const at::Tensor& x, const at::Tensor& positions,
                                                 const RotaryEmbedding& rope, const at::Tensor& cache,
-                                                const kernels::AttentionMetadata& meta) const {
-  const int64_t tokens = x.size(0);
+                                                const kernels::AttentionMetadata& meta, const OutputRows* out) const {
   auto down = ops_->linear(x, down_proj_);
-  auto q = project_queries(x, down);
   auto kv = down.narrow(1, q_lora_rank_, kv_lora_rank_ + rope_dim_);
   kernels::write_latent_kv(*ops_, cache, kv, kv_lora_rank_, kv_a_layernorm_.weight(), kv_a_layernorm_.eps(), positions,
                            rope.cos(), rope.sin(), meta.slot_mapping);
 
+  const auto query_positions = output_rows(positions, out);
+  auto q = project_queries(x, down, out);
   auto q_latent = ops_->head_matmul(q.narrow(2, 0, nope_dim_), w_uk_);  // [t, h, lora]
-  auto q_absorbed = at::cat({q_latent, rope(q.narrow(2, nope_dim_, rope_dim_), positions)}, -1);
-  auto o_latent = ops_->mla_attention(q_absorbed, cache, meta, kv_lora_rank_, scale_);
-  auto out = ops_->head_matmul(o_latent, w_uv_t_);                       // [t, h, v]
-  return ops_->linear(out.reshape({tokens, heads_ * v_dim_}), o_proj_);
+  auto q_absorbed = at::cat({q_latent, rope(q.narrow(2, nope_dim_, rope_dim_), query_positions)}, -1);
+  auto o_latent = ops_->mla_attention(q_absorbed, cache, out ? *out->attention : meta, kv_lora_rank_, scale_);
+  auto o = ops_->head_matmul(o_latent, w_uv_t_);                         // [t, h, v]
+  return ops_->linear(o.reshape({q.size(0), heads_ * v_dim_}), o_proj_);
 }
 
 }  // namespace mtpserve

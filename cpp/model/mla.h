@@ -20,16 +20,30 @@
 
 namespace mtpserve {
 
+// The rows of a forward whose output is read, where that is fewer than its rows (an MTP fill reads each
+// sequence's last row): every row still writes its latent-cache row, and the block after that write runs on
+// these rows alone.
+struct OutputRows {
+  at::Tensor rows;                              // int64 indices into the forward's rows
+  const kernels::AttentionMetadata* attention;  // those rows' attention, each seeing what it sees in the forward
+};
+
+// The rows of `t` that `out` names (all of them without it).
+at::Tensor output_rows(const at::Tensor& t, const OutputRows* out);
+
 class MultiHeadLatentAttention {
  public:
   MultiHeadLatentAttention(const ModelConfig& config, const Weights& weights, const std::string& prefix,
                            const TensorParallel& tp = {});
 
+  // The output of every row, or of `out`'s rows alone.
   at::Tensor operator()(const at::Tensor& x, const at::Tensor& positions, const RotaryEmbedding& rope,
-                        const at::Tensor& cache, const kernels::AttentionMetadata& meta) const;
+                        const at::Tensor& cache, const kernels::AttentionMetadata& meta,
+                        const OutputRows* out = nullptr) const;
 
  private:
-  at::Tensor project_queries(const at::Tensor& x, const at::Tensor& down) const;
+  // Queries [rows, heads, qk] of every row of x, or of `out`'s rows.
+  at::Tensor project_queries(const at::Tensor& x, const at::Tensor& down, const OutputRows* out) const;
 
   int64_t heads_;  // this rank's heads
   int64_t q_lora_rank_, nope_dim_, rope_dim_, v_dim_, kv_lora_rank_;

@@ -28,9 +28,9 @@ MtpLayer::MtpLayer(const ModelConfig& c, const Weights& w, int64_t layer, const 
 
 at::Tensor MtpLayer::forward(const at::Tensor& token_ids, const at::Tensor& previous_hidden,
                              const at::Tensor& positions, const RotaryEmbedding& rope, const at::Tensor& cache,
-                             const kernels::AttentionMetadata& meta) const {
+                             const kernels::AttentionMetadata& meta, const OutputRows* out) const {
   auto joined = at::cat({enorm_(at::embedding(embed_, token_ids)), hnorm_(previous_hidden)}, -1);
-  return head_norm_(block_(Residual{ops_->linear(joined, eh_proj_), {}}, positions, rope, cache, meta)).second;
+  return head_norm_(block_(Residual{ops_->linear(joined, eh_proj_), {}}, positions, rope, cache, meta, out)).second;
 }
 
 }  // namespace mtpserve

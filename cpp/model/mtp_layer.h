@@ -16,10 +16,11 @@ class MtpLayer {
   MtpLayer(const ModelConfig& config, const Weights& weights, int64_t layer, const at::Tensor& target_embedding,
            const at::Tensor& target_head, const TensorParallel& tp = {});
 
-  // Normed output hidden states [tokens, hidden] for (next token, previous hidden) pairs.
+  // Normed output hidden states [tokens, hidden] for (next token, previous hidden) pairs, or of `out`'s rows
+  // alone (every pair still fills its row of the cache).
   at::Tensor forward(const at::Tensor& token_ids, const at::Tensor& previous_hidden, const at::Tensor& positions,
-                     const RotaryEmbedding& rope, const at::Tensor& cache,
-                     const kernels::AttentionMetadata& meta) const;
+                     const RotaryEmbedding& rope, const at::Tensor& cache, const kernels::AttentionMetadata& meta,
+                     const OutputRows* out = nullptr) const;
   // Full-vocabulary logits on every rank.
   at::Tensor logits(const at::Tensor& hidden) const { return tp_.all_gather_last_dim(ops_->linear(hidden, head_)); }
 
