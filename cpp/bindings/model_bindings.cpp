@@ -34,7 +34,7 @@ kernels::AttentionMetadata metadata(const std::vector<int64_t>& query_start, con
   return meta;
 }
 
-// The last n_s rows of each sequence s (query_start as in metadata()), and where each sequence's begin among them.
+// The last n_s rows of each sequence s (query_start as in metadata()), and where each sequence's rows begin among them.
 std::pair<std::vector<int64_t>, std::vector<int64_t>> last_rows(const std::vector<int64_t>& query_start,
                                                                 const std::vector<int64_t>& per_seq) {
   if (per_seq.size() + 1 != query_start.size()) throw std::invalid_argument("outputs_per_seq: one count per sequence");
