@@ -86,7 +86,7 @@ class ModelRunner {
   const at::Device& device() const { return device_; }
   bool has_mtp() const { return mtp_ != nullptr; }
   // What this device pads a forward run eagerly to (KernelOps::eager_rows), for the StepBuilders of its forwards.
-  EagerRowsFn eager_rows() const { return eager_rows_; }
+  kernels::EagerRowsFn eager_rows() const { return eager_rows_; }
 
  private:
   bool leads_group() const;  // rank 0 of a tensor-parallel group
@@ -110,7 +110,7 @@ class ModelRunner {
   at::Tensor mtp_cache_;
   const StepLockstep* lockstep_;
   at::Device device_;
-  EagerRowsFn eager_rows_;
+  kernels::EagerRowsFn eager_rows_;
   int max_threads_;  // intra-op threads for large steps on the CPU
   at::Tensor target_hidden_;  // [tokens, hidden] of the last target forward
   at::Tensor mtp_hidden_;     // [samples, hidden] of the last MTP forward

@@ -11,7 +11,7 @@ namespace {
 
 // The fill: the stashed pairs and every newly computed pair of each request, sampling its last one.
 StepInput fill_input(const std::vector<DraftRequest>& requests, int64_t block_size, std::optional<StepShape> shape,
-                     EagerRowsFn eager_rows) {
+                     kernels::EagerRowsFn eager_rows) {
   StepBuilder fill(block_size, shape, eager_rows);
   std::vector<int64_t> sources;
   for (const auto& r : requests) {
@@ -32,7 +32,7 @@ bool catches_up(const std::vector<DraftRequest>& requests) {
 // Draft j + 1 of every request from (draft j, the layer's output for draft j's predecessor): row a
 // of each forward belongs to request a; requests that want no more drafts are padding there.
 StepInput draft_input(const std::vector<DraftRequest>& requests, int64_t j, int64_t block_size,
-                      std::optional<StepShape> shape, EagerRowsFn eager_rows) {
+                      std::optional<StepShape> shape, kernels::EagerRowsFn eager_rows) {
   const int64_t placeholder = 0;  // the runner feeds the drafts it holds on the device
   StepBuilder step(block_size, shape, eager_rows);
   for (size_t a = 0; a < requests.size(); ++a) {
@@ -68,7 +68,7 @@ void MtpDrafter::propose(const std::vector<DraftRequest>& requests) const {
     draft_shape = runner_.recursion_shape(seqs, recursions);
   }
   // Run eagerly, every forward is padded alike: each samples eager_rows(requests) rows, one per request first.
-  const EagerRowsFn eager_rows = runner_.eager_rows();
+  const kernels::EagerRowsFn eager_rows = runner_.eager_rows();
   std::vector<StepInput> forwards{fill_input(requests, block_size_, fill_shape, eager_rows)};
   for (int64_t j = 1; j <= recursions; ++j) {
     forwards.push_back(draft_input(requests, j, block_size_, draft_shape, eager_rows));

@@ -205,7 +205,7 @@ StepInput StepBuilder::build() {
 }
 
 StepInput build_step_input(const std::vector<ScheduledSequence>& scheduled, int64_t block_size,
-                           std::optional<StepShape> shape, EagerRowsFn eager_rows) {
+                           std::optional<StepShape> shape, kernels::EagerRowsFn eager_rows) {
   StepBuilder builder(block_size, shape, eager_rows);
   std::vector<int64_t> fed;
   for (const auto& s : scheduled) {

@@ -9,6 +9,7 @@
 
 #include "core/scheduler.h"
 #include "kernels/attention_metadata.h"
+#include "kernels/row_buckets.h"
 
 namespace mtpserve {
 
@@ -53,16 +54,13 @@ std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const S
 // Rebuilds a StepInput from its wire (tensor-parallel workers).
 StepInput step_input_from_wire(std::span<const int64_t> wire);
 
-// The row count a forward run eagerly is padded to (KernelOps::eager_rows); nullptr: none.
-using EagerRowsFn = int64_t (*)(int64_t rows);
-
 // Collects sequences' rows on the host; build() makes the StepInput.
 class StepBuilder {
  public:
   // Without a shape, `eager_rows` pads the step with one sequence that writes nothing, so that its rows and its
   // sampled rows number eager_rows(n) each.
   explicit StepBuilder(int64_t block_size, std::optional<StepShape> shape = std::nullopt,
-                       EagerRowsFn eager_rows = nullptr)
+                       kernels::EagerRowsFn eager_rows = nullptr)
       : block_size_(block_size), shape_(shape), eager_rows_(eager_rows) {}
 
   // Rows for cache positions [first, first + tokens.size()) of one sequence, the last
@@ -85,7 +83,7 @@ class StepBuilder {
 
   int64_t block_size_;
   std::optional<StepShape> shape_;
-  EagerRowsFn eager_rows_;
+  kernels::EagerRowsFn eager_rows_;
   StepInput out_;
   std::vector<int64_t> tokens_, positions_, slots_, samples_, sources_, query_start_{0}, context_lens_;
   std::vector<int64_t> sampled_start_{0}, sampled_context_;
@@ -95,6 +93,6 @@ class StepBuilder {
 // The target step: a sequence feeds (tokens ++ draft_tokens)[num_computed : num_computed + n], and
 // every fed row from its last known token on is sampled (that row, then one per draft).
 StepInput build_step_input(const std::vector<ScheduledSequence>& scheduled, int64_t block_size,
-                           std::optional<StepShape> shape = std::nullopt, EagerRowsFn eager_rows = nullptr);
+                           std::optional<StepShape> shape = std::nullopt, kernels::EagerRowsFn eager_rows = nullptr);
 
 }  // namespace mtpserve

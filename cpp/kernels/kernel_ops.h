@@ -12,6 +12,7 @@
 #include "kernels/linear.h"
 #include "kernels/moe.h"
 #include "kernels/norm_rope.h"
+#include "kernels/row_buckets.h"
 #include "kernels/sampling.h"
 #include "kernels/step_graph.h"
 #include "kernels/device_timer.h"
@@ -37,7 +38,7 @@ struct KernelOps {
   // Unset where the device has no graphs: every step runs eagerly there.
   CaptureGraphFn capture_graph = nullptr;
   // The row count (and sampled-row count) a forward run eagerly is padded to (kernels/row_buckets.h). Unset: none.
-  int64_t (*eager_rows)(int64_t rows) = nullptr;
+  EagerRowsFn eager_rows = nullptr;
   MakeDeviceTimerFn make_device_timer = nullptr;  // unset: ops_for() gives the host clock
 };
 

@@ -8,6 +8,9 @@
 
 namespace mtpserve::kernels {
 
+// The row count a forward run eagerly is padded to on a device (KernelOps::eager_rows; this file's rule on a GPU).
+using EagerRowsFn = int64_t (*)(int64_t rows);
+
 // `rows` rounded up to one of 16 counts per octave from 256 on, and to a multiple of 8 below: at most 1/16 more
 // rows from 128 on, and 32 + 16 * log2(rows / 256) distinct counts up to `rows`. A rounded count rounds to itself.
 int64_t round_up_rows(int64_t rows);
