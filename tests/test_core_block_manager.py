@@ -80,18 +80,34 @@ def test_commit_registers_only_full_computed_blocks():
 def test_blocks_without_draft_rows_are_served_only_to_sequences_that_never_draft():
     """With a draft layer, `complete` says which computed blocks hold the MTP rows too (the rest wait in the
     engine's stash, or never run for a retired sequence): every computed block is cached, but a drafting
-    sequence is served only complete ones, less the last (its last MTP row depends on the next token)."""
+    sequence is served only complete ones."""
     bm = BlockManager(16, 4, True)
     bm.set_draft_layer(True)
     a = computed(bm, 0, list(range(12)), complete=5)
     assert bm.num_cached_blocks == 3  # block 0 complete, blocks 1 and 2 computed without MTP rows
     prompt = list(range(12)) + [99]
-    assert admit(bm, 1, prompt, drafts=True).num_computed_tokens == 0  # block 0, and it is the last
+    assert admit(bm, 1, prompt, drafts=True).block_table == a.block_table[:1]
     never_drafts = admit(bm, 2, prompt, drafts=False)
     assert never_drafts.num_computed_tokens == 12 and never_drafts.block_table == a.block_table[:3]
-    bm.commit(a, 12)  # the stash caught up
+    bm.commit(a, 12)  # the stash caught up, but block 2's last row waits for a's next token
     drafting = admit(bm, 3, prompt, drafts=True)
     assert drafting.num_computed_tokens == 8 and drafting.block_table == a.block_table[:2]
+
+
+def test_the_last_matched_block_is_served_where_its_last_draft_row_saw_the_same_next_token():
+    """The MTP row at a block's last position is written with the token after the block: a drafting sequence
+    whose token there differs recomputes that block; one whose token matches (a repeated prompt, or a shared
+    prefix that goes on past the block) is served it, as a sequence that never drafts is."""
+    bm = BlockManager(16, 4, True)
+    bm.set_draft_layer(True)
+    a = computed(bm, 0, list(range(9)))
+    repeated = admit(bm, 1, list(range(9)), drafts=True)
+    assert repeated.num_cached_tokens == 8 and repeated.block_table == a.block_table[:2]
+    goes_on = admit(bm, 2, list(range(11)) + [5], drafts=True)
+    assert goes_on.block_table == a.block_table[:2]
+    turns_at_the_boundary = admit(bm, 3, list(range(8)) + [50, 51], drafts=True)
+    assert turns_at_the_boundary.num_cached_tokens == 4 and turns_at_the_boundary.block_table == a.block_table[:1]
+    assert admit(bm, 4, list(range(8)) + [50, 51], drafts=False).block_table == a.block_table[:2]
 
 
 def test_a_block_with_draft_rows_takes_the_cache_place_of_one_without():
@@ -102,7 +118,7 @@ def test_a_block_with_draft_rows_takes_the_cache_place_of_one_without():
     assert drafted.num_cached_tokens == 0
     assert bm.num_cached_blocks == 2
     later = admit(bm, 2, list(range(9)) + [7], drafts=True)
-    assert later.block_table == drafted.block_table[:1]
+    assert later.block_table == drafted.block_table[:2]
     assert admit(bm, 3, list(range(9)), drafts=False).block_table == drafted.block_table[:2]
     bm.free(retired)  # uncached by the replacement: its blocks go back as fresh ones
     assert bm.num_cached_blocks == 2 and bm.num_free_blocks == 16 - 3

@@ -73,6 +73,24 @@ def test_greedy_output_equals_output_without_mtp(tiny_model_dir, baseline, k, va
         llm.shutdown()
 
 
+def test_a_repeated_prompt_is_served_as_much_of_the_prefix_cache_with_mtp_as_without(tiny_model_dir, baseline):
+    """Sent again, each prompt of a batch is served every full block of its earlier run that leaves a token to
+    compute, whether it drafts (k = 2) or not (k = 0): each block's last MTP row was written with the same next
+    token. Output stays k = 0's."""
+    served = {}
+    for k in (0, 2):
+        llm = LLM(str(tiny_model_dir), **BASE, **FIXED, num_speculative_tokens=k)
+        try:
+            llm.generate(BATCHES[4], GREEDY_64)
+            before = llm.stats().prefix_hits
+            assert tokens(llm.generate(BATCHES[4], GREEDY_64)) == baseline[4]
+            served[k] = llm.stats().prefix_hits - before
+        finally:
+            llm.shutdown()
+    block = BASE["block_size"]
+    assert served[2] == served[0] == sum((len(p) - 1) // block * block for p in BATCHES[4])
+
+
 def greedy_without_mtp(model_dir, prompt):
     """The reference output, and how many engine steps it took."""
     plain = LLM(str(model_dir), **BASE)

@@ -46,7 +46,8 @@ std::vector<int32_t> BlockManager::lookup(const Sequence& seq) const {
     hit.push_back(it->second);
     parent = h;
   }
-  if (needs_draft_rows && !hit.empty()) hit.pop_back();
+  const auto hit_tokens = static_cast<int64_t>(hit.size()) * block_size_;
+  if (needs_draft_rows && !hit.empty() && blocks_[hit.back()].next_token != seq.tokens[hit_tokens]) hit.pop_back();
   return hit;
 }
 
@@ -107,7 +108,10 @@ void BlockManager::commit(Sequence& seq, int64_t complete) {
   const int64_t computed = std::min(seq.num_computed_tokens, seq.num_tokens());
   const int64_t table = static_cast<int64_t>(seq.block_table.size());
   const int64_t full = std::min(computed / block_size_, table);
-  const int64_t full_complete = std::min(std::min(computed, complete) / block_size_, table);
+  // A block's last draft-layer row is written with the token after the block, so none is complete
+  // before that token exists.
+  const int64_t rows = std::min({computed, complete, seq.num_tokens() - 1});
+  const int64_t full_complete = std::min(rows / block_size_, table);
   // Hashed blocks form a prefix of the table, and complete ones a prefix of those: walk back to the
   // end of each, so that each commit costs only the blocks hashed or completed since the last one.
   int64_t first = full;
@@ -115,7 +119,7 @@ void BlockManager::commit(Sequence& seq, int64_t complete) {
   int64_t first_complete = full_complete;
   while (first_complete > 0 && !blocks_[seq.block_table[first_complete - 1]].draft_complete) --first_complete;
   for (int64_t i = first_complete; i < std::min(full_complete, first); ++i) {
-    blocks_[seq.block_table[i]].draft_complete = true;
+    mark_draft_complete(seq, i);
     offer_to_cache(seq.block_table[i]);
   }
   for (int64_t i = first; i < full; ++i) {
@@ -125,10 +129,16 @@ void BlockManager::commit(Sequence& seq, int64_t complete) {
     b.hash = hash_of(b.parent, tokens);
     b.index = i;
     b.has_hash = true;
-    b.draft_complete = i < full_complete;
     b.tokens.assign(tokens.begin(), tokens.end());
+    if (i < full_complete) mark_draft_complete(seq, i);
     offer_to_cache(seq.block_table[i]);
   }
+}
+
+void BlockManager::mark_draft_complete(const Sequence& seq, int64_t index) {
+  Block& b = blocks_[seq.block_table[index]];
+  b.draft_complete = true;
+  b.next_token = seq.tokens[(index + 1) * block_size_];
 }
 
 void BlockManager::offer_to_cache(int32_t id) {
@@ -206,6 +216,7 @@ void BlockManager::forget_hash(Block& b) {
   b.cached = false;
   b.has_hash = false;
   b.draft_complete = false;
+  b.next_token = -1;
   b.index = -1;
   b.tokens.clear();
 }

@@ -61,9 +61,10 @@ class BlockManager {
   uint64_t prefix_cache_hits() const { return hits_; }        // of those, tokens served
 
   // With a draft layer (MTP) a sequence that drafts (Sequence::drafts) is served only blocks whose
-  // draft-layer rows are complete, less the last matched one, which it recomputes: the draft
-  // layer's row at a block's last position depends on the token after the block, which a match
-  // does not cover. A sequence that never drafts is served every computed block.
+  // draft-layer rows are complete. The draft layer's row at a block's last position depends on the
+  // token after the block, which a match does not cover: the last matched block is served only
+  // where that row was written with this sequence's next token, and is recomputed otherwise. A
+  // sequence that never drafts is served every computed block.
   void set_draft_layer(bool on) { draft_layer_ = on; }
 
   // Tests only: keeps just these bits of every hash, forcing collisions (0: all collide).
@@ -75,6 +76,7 @@ class BlockManager {
     bool has_hash = false;  // full and computed: hash, parent and tokens are valid
     bool cached = false;    // cached_[hash] points at this block
     bool draft_complete = false;  // its draft-layer cache rows are written too
+    int64_t next_token = -1;      // with them: the token after the block, which its last row was written with
     int64_t index = -1;     // position in the sequence, in blocks: KV depends on it (RoPE)
     BlockHash hash;
     BlockHash parent;
@@ -89,6 +91,8 @@ class BlockManager {
   // Makes block `id` (hashed) the cached one for its contents where none is, or where the cached one
   // lacks draft-layer rows that it has.
   void offer_to_cache(int32_t id);
+  // Block `index` of seq's table holds its draft-layer rows, the last written with seq's next token.
+  void mark_draft_complete(const Sequence& seq, int64_t index);
   void acquire_cached(int32_t id);
   void release(int32_t id);
   void forget_hash(Block& block);
