@@ -17,7 +17,8 @@ the servers stop and --out-dir gets:
 Every method sees the same prompts at a given concurrency (the seed is --seed + the concurrency's index, so
 consecutive concurrencies do not resend the same prompts into a warm prefix cache). Server flags other than
 --model, --port, --num_speculative_tokens and --speculative_policy go after `--`. `Chosen k` is the share of
-decode steps at each k, from the server's mtpserve:spec_decode_step_k histogram.
+decode steps at each k, from the server's mtpserve:spec_decode_step_k histogram; sweep.json's client_cpu_busy is how
+busy the benchmark client was (1.0: a core throughout, so it may have bounded the run).
 
   .venv/bin/python scripts/bench_mtp_sweep.py --out-dir /tmp/sweep -- --dtype float32
   .venv/bin/python scripts/bench_mtp_sweep.py --model /models/DeepSeek-V3 --ks 0,1,2,3 \\
@@ -185,7 +186,8 @@ def summary_row(method: str, k: int, policy: str, concurrency: int, result) -> d
             "acceptance_rate": s.get("acceptance_rate"), "mean_acceptance_length": s.get("mean_acceptance_length"),
             "acceptance_rate_per_position": s.get("acceptance_rate_per_position"),
             "steps_by_k": s.get("steps_by_k"), "retired_sequences": s.get("retired_sequences"),
-            "fill_skipped_steps": s.get("fill_skipped_steps"), "draft_seconds": s.get("draft_seconds")}
+            "fill_skipped_steps": s.get("fill_skipped_steps"), "draft_seconds": s.get("draft_seconds"),
+            "client_cpu_busy": result.client_cpu_busy}
 
 
 def median_row(rows: list[dict]) -> dict:

@@ -140,6 +140,8 @@ def test_bench_against_a_fake_server(endpoint):
     m = result.metrics
     assert m.total_output == sum(4 + i for i in range(6)) and m.total_input == 18
     assert m.good_requests == 6
+    # The client parsed every stream meanwhile; the fake server shares its process, so this counts both.
+    assert 0 < result.client_cpu_busy < 2
     # only the timed requests moved the counters between the two scrapes (the warm-up came before)
     steps = [-(-(4 + i - 1) // TOKENS_PER_STEP) for i in range(6)]
     s = result.spec_decode
@@ -237,7 +239,9 @@ def test_bench_against_mtpserve_serve(server, tiny_model_dir, tmp_path, capsys):
     assert rc == 0, printed
     assert "============ Serving Benchmark Result ============" in printed
     assert "Successful requests:                     8" in printed
+    assert "Client CPU busy (%):" in printed
     result = json.loads(out.read_text())
+    assert 0 < result["client_cpu_busy"] < 2
     assert result["metrics"]["completed"] == 8 and result["metrics"]["failed"] == 0
     records = result["records"]
     assert len(records) == 8

@@ -31,7 +31,7 @@ def _stat_label(stat: str) -> str:
 
 
 def format_summary(metrics: BenchmarkMetrics, spec_decode: dict | None, max_concurrency: int | None = None,
-                   request_rate: float | None = None) -> str:
+                   request_rate: float | None = None, client_cpu_busy: float | None = None) -> str:
     m = metrics
     lines = [_rule(" Serving Benchmark Result "),
              _line("Successful requests:", m.completed),
@@ -64,7 +64,10 @@ def format_summary(metrics: BenchmarkMetrics, spec_decode: dict | None, max_conc
     if s.get("acceptance_rate_per_position"):
         lines.append(_line("Per-position acceptance (%):",
                            ", ".join(f"{100 * r:.2f}" for r in s["acceptance_rate_per_position"])))
-    lines += [_line("Mean tokens per chunk:", m.mean_tokens_per_chunk), _rule()]
+    lines.append(_line("Mean tokens per chunk:", m.mean_tokens_per_chunk))
+    if client_cpu_busy is not None:
+        lines.append(_line("Client CPU busy (%):", 100 * client_cpu_busy))
+    lines.append(_rule())
     return "\n".join(lines)
 
 
@@ -75,4 +78,4 @@ def _count(value):
 def format_report(result) -> str:
     """Summary of a runner.BenchResult."""
     return format_summary(result.metrics, result.spec_decode, result.config.max_concurrency,
-                          result.config.request_rate)
+                          result.config.request_rate, result.client_cpu_busy)

@@ -1,5 +1,5 @@
 """Load generation for `mtpserve bench`: sample prompts, warm up, send them at a Poisson request rate under a
-concurrency cap, scrape /metrics around the timed run, compute metrics.
+concurrency cap, scrape /metrics around the timed run, compute metrics (and how busy the client itself was).
 
 In-process use (as scripts/bench_mtp_sweep.py does):
 
@@ -17,17 +17,15 @@ import asyncio
 import json
 import math
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-
-import numpy as np
 
 from mtpserve.bench.metrics import BenchmarkMetrics, RequestRecord, calculate_metrics, parse_goodput, \
     parse_prometheus_text, spec_decode_stats
 
 DATASETS = ("sharegpt", "random")
+CLIENT_BUSY_WARNING = 0.9
 
 
 @dataclass
@@ -102,13 +100,15 @@ class BenchResult:
     spec_decode: dict | None
     records: list[RequestRecord]
     time_origin: float  # perf_counter at the first dispatch; record times are relative to it in to_dict()
+    client_cpu_busy: float | None = None  # the client process's CPU seconds / wall seconds over the timed run
 
     def to_dict(self, with_records: bool = True) -> dict:
         config = asdict(self.config)
         if math.isinf(config["request_rate"]):
             config["request_rate"] = "inf"  # JSON has no infinity
         d = {"date": self.date, "model": self.model, "config": config,
-             "metrics": self.metrics.to_dict(), "spec_decode": self.spec_decode}
+             "metrics": self.metrics.to_dict(), "spec_decode": self.spec_decode,
+             "client_cpu_busy": self.client_cpu_busy}
         if with_records:
             d["records"] = [r.to_dict(self.time_origin) for r in self.records]
         return d
@@ -139,14 +139,6 @@ def sample_requests(cfg: BenchConfig, tokenizer, num: int, stats: dict | None = 
 # ---- the run --------------------------------------------------------------------------------------------------
 
 
-async def _arrivals(n: int, rate: float, burstiness: float, rng: np.random.Generator):
-    """Indices 0..n-1, spaced by gamma-distributed gaps of mean 1/rate (Poisson arrivals when burstiness is 1)."""
-    for i in range(n):
-        yield i
-        if i + 1 < n and not math.isinf(rate):
-            await asyncio.sleep(float(rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness))))
-
-
 async def _scrape(session, base_url: str) -> dict[str, float] | None:
     from mtpserve.bench.client import fetch_text
 
@@ -158,62 +150,52 @@ async def benchmark(cfg: BenchConfig, requests, warmups=(), tokenizer=None) -> B
     """Warm up with ``warmups``, then time ``requests`` (datasets.SampleRequest lists)."""
     from tqdm import tqdm
 
-    from mtpserve.bench.client import ENDPOINTS, RequestConfig, fetch_model_name, make_session, \
-        normalize_base_url, send_request
+    from mtpserve.bench.client import ENDPOINTS, RequestConfig, make_session, normalize_base_url
+    from mtpserve.bench.load import send_all, send_timed
 
     base_url = normalize_base_url(cfg.base_url)
-    sem = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
     async with make_session(limit=cfg.max_concurrency or 0) as session:
-        model = cfg.served_model_name
-        if model is None and (cfg.model is None or Path(cfg.model).is_dir()):
-            # a model directory is a tokenizer; the name is the server's (mtpserve serves the directory's name)
-            model = await fetch_model_name(session, base_url) or cfg.model
-        model = model or cfg.model
-        if model is None:
-            raise ValueError(f"no --model given and GET {base_url}/v1/models listed none (is the server up?); "
-                             f"pass --model or --served-model-name")
+        model = await _served_model(cfg, session, base_url)
         rcfg = RequestConfig(url=base_url + ENDPOINTS[cfg.endpoint], endpoint=cfg.endpoint, model=model,
                              temperature=cfg.temperature, ignore_eos=cfg.ignore_eos, extra_body=dict(cfg.extra_body))
-
-        async def one(i, req, pbar=None):
-            rec = RequestRecord(index=i, prompt_len=req.prompt_len, expected_output_len=req.expected_output_len,
-                                source_id=req.source_id)
-            if sem is None:
-                await send_request(session, rcfg, req.prompt, rec)
-            else:
-                async with sem:
-                    await send_request(session, rcfg, req.prompt, rec)
-            if pbar is not None:
-                pbar.update(1)
-            return rec
-
         if warmups:
-            done = await asyncio.gather(*(one(-1 - i, r) for i, r in enumerate(warmups)))
+            done = await send_all(session, rcfg, warmups, [-1 - i for i in range(len(warmups))], cfg.max_concurrency)
             failed = [r for r in done if not r.success]
             if failed:
                 raise RuntimeError(f"{len(failed)} of {len(done)} warm-up requests to {rcfg.url} failed; first "
                                    f"error: {failed[0].error}")
 
         before = await _scrape(session, base_url)
-        rng = np.random.default_rng(cfg.seed)
         pbar = tqdm(total=len(requests), disable=cfg.disable_tqdm, desc="bench", unit="req")
-        tasks = []
-        t0 = time.perf_counter()
-        async for i in _arrivals(len(requests), cfg.request_rate, cfg.burstiness, rng):
-            tasks.append(asyncio.create_task(one(i, requests[i], pbar)))
-        records = list(await asyncio.gather(*tasks))
-        duration = time.perf_counter() - t0
+        run = await send_timed(session, rcfg, requests, list(range(len(requests))), cfg.max_concurrency,
+                               cfg.request_rate, cfg.burstiness, cfg.seed, lambda: pbar.update(1))
         pbar.close()
         after = await _scrape(session, base_url)
 
+    records = run.records
     if tokenizer is not None:  # no usage from the server: count the generated text ourselves, as vLLM does
         for r in records:
             if r.success and r.usage_completion_tokens is None:
                 r.counted_output_tokens = len(tokenizer.encode(r.generated_text, add_special_tokens=False))
-    metrics = calculate_metrics(records, duration, parse_goodput(cfg.goodput), cfg.percentiles())
+    metrics = calculate_metrics(records, run.end - run.start, parse_goodput(cfg.goodput), cfg.percentiles())
     return BenchResult(config=cfg, model=model, date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        metrics=metrics, spec_decode=spec_decode_stats(before, after), records=records,
-                       time_origin=t0)
+                       time_origin=run.start, client_cpu_busy=run.cpu_busy)
+
+
+async def _served_model(cfg: BenchConfig, session, base_url: str) -> str:
+    """The model name the requests carry."""
+    from mtpserve.bench.client import fetch_model_name
+
+    model = cfg.served_model_name
+    if model is None and (cfg.model is None or Path(cfg.model).is_dir()):
+        # a model directory is a tokenizer; the name is the server's (mtpserve serves the directory's name)
+        model = await fetch_model_name(session, base_url) or cfg.model
+    model = model or cfg.model
+    if model is None:
+        raise ValueError(f"no --model given and GET {base_url}/v1/models listed none (is the server up?); "
+                         f"pass --model or --served-model-name")
+    return model
 
 
 def run(cfg: BenchConfig, tokenizer=None) -> BenchResult:
@@ -336,6 +318,10 @@ def main(ns: argparse.Namespace) -> int:
         print(f"mtpserve bench: error: {e}", file=sys.stderr)
         return 2
     print(format_report(result))
+    if result.client_cpu_busy is not None and result.client_cpu_busy >= CLIENT_BUSY_WARNING:
+        print(f"mtpserve bench: warning: this client was busy on the CPU {100 * result.client_cpu_busy:.0f}% of the "
+              f"run, so it may have bounded these numbers: run it where a core is free for it",
+              file=sys.stderr)
     short = [r for r in result.records if r.success and r.output_tokens != r.expected_output_len]
     if cfg.ignore_eos and short:
         print(f"mtpserve bench: warning: {len(short)} requests did not generate max_tokens tokens despite "
