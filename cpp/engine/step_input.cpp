@@ -80,12 +80,14 @@ std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const S
     const auto lens = part.narrow(0, z.lens(), 4 * z.seqs + 2).to(at::kInt);
     const int64_t* host = input.wire.data() + kHeader + z.lens();
     const auto host_lens = at::tensor(at::ArrayRef<int64_t>(host, 4 * z.seqs + 2), at::kLong).to(at::kInt);
+    const int64_t sampled_at = 2 * z.seqs + 1;  // where sampled_start begins, after query_start and context_lens
+    const int64_t* sampled_start = host + sampled_at;
     auto& sampled = s.sampled_attention;
     sampled.block_tables = meta.block_tables;
     sampled.num_seqs = z.seqs;
     sampled.max_context_len = meta.max_context_len;
     for (int64_t q = 0; q < z.seqs; ++q) {
-      sampled.max_query_len = std::max(sampled.max_query_len, host[2 * z.seqs + 2 + q] - host[2 * z.seqs + 1 + q]);
+      sampled.max_query_len = std::max(sampled.max_query_len, sampled_start[q + 1] - sampled_start[q]);
     }
     const auto view_lens = [&](kernels::AttentionMetadata& m, int64_t at) {
       m.query_start = lens.narrow(0, at, z.seqs + 1);
@@ -94,7 +96,7 @@ std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const S
       m.host_context_lens = host_lens.narrow(0, at + z.seqs + 1, z.seqs);
     };
     view_lens(meta, 0);
-    view_lens(sampled, 2 * z.seqs + 1);
+    view_lens(sampled, sampled_at);
     steps.push_back(std::move(s));
   }
   return steps;
