@@ -101,6 +101,24 @@ def test_counters_move_with_requests_and_match_the_engine(served):
     assert value(after, "mtpserve:num_requests_running") == 0 and value(after, "mtpserve:kv_cache_usage_perc") == 0
 
 
+def test_engine_step_time_is_exported_with_the_steps_that_computed_prompts(served):
+    client, engine = served
+    wait_idle(engine)
+    before, started = scrape(client), time.monotonic()
+    client.completions([3, 4, 5, 6], max_tokens=12, temperature=0, ignore_eos=True)
+    wait_idle(engine)
+    after, elapsed = scrape(client), time.monotonic() - started
+
+    def delta(name):
+        return value(after, name) - value(before, name)
+
+    assert delta("mtpserve:engine_prompt_steps_total") == 1  # one short prompt: one prefill step
+    assert delta("mtpserve:engine_steps_total") >= 12 // 2  # at most two tokens a step at k = 1
+    step_s, prompt_s = delta("mtpserve:engine_step_seconds_total"), delta("mtpserve:engine_prompt_step_seconds_total")
+    assert 0 < prompt_s < step_s <= elapsed
+    assert value(after, "mtpserve:engine_step_seconds_total") == engine.stats().step_seconds
+
+
 def test_accepted_drafts_are_counted_per_position(served):
     """The random tiny model's MTP layer rarely guesses right, so the engine's test hook feeds it
     the known greedy continuation as drafts: every draft is then accepted."""

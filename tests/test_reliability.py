@@ -60,7 +60,7 @@ class StuckEngine:
         return SimpleNamespace(running=0, waiting=len(self.added) - len(self.aborted), kv_usage=0.0, prompt_tokens=0,
                                generation_tokens=0, prefix_queries=0, prefix_hits=0, preemptions=0, steps=0,
                                caught_up_positions=0, dropped_positions=0, fill_skipped_steps=0, draft_seconds=0.0,
-                               spec=spec)
+                               step_seconds=0.0, prompt_step_seconds=0.0, prompt_steps=0, spec=spec)
 
     def wait_for(self, predicate, timeout_s=60.0):
         with self.changed:

@@ -401,9 +401,17 @@ bool Engine::step() {
     }
     for (int64_t id : finished) requests_.erase(id);
     publish(std::move(outputs));
-    if (policy_ && decode_only(plan)) {
+    const double took = timer_->seconds();
+    const bool decoding = decode_only(plan);
+    if (policy_ && decoding) {
       policy_->costs().record_verify(static_cast<int64_t>(plan.scheduled.size()), std::max<int64_t>(step_k, 0),
-                                     input.query_start.back(), context, timer_->seconds() - drafting);
+                                     input.query_start.back(), context, took - drafting);
+    }
+    std::lock_guard lock(stats_mutex_);
+    stats_.step_seconds += took;
+    if (!decoding) {
+      stats_.prompt_step_seconds += took;
+      stats_.prompt_steps += 1;
     }
   } catch (const std::exception& e) {
     // A step that failed midway leaves the caches and drafts half-written, and under tensor

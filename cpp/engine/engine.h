@@ -68,6 +68,10 @@ struct EngineStats {
   // GPU), and host time from the target's launch until the step's tokens are known (sampling and
   // verification, waiting for the device included).
   double target_seconds = 0, sample_seconds = 0, draft_seconds = 0;
+  // Wall seconds of whole steps (scheduling to published outputs), and of the steps that computed prompt tokens:
+  // against elapsed time they tell an engine that is the bottleneck from one that waits for its frontend.
+  double step_seconds = 0, prompt_step_seconds = 0;
+  uint64_t prompt_steps = 0;
   SpecCounters spec;  // spec.steps_by_k[k]: steps whose most drafts verified by a sequence was k
   // Steps that ran no MTP forward at all (every sequence deferred its fill), positions whose fill ran
   // late, in a catch-up, and positions whose fill never ran (dropped from the stash: DraftPlan::drop).

@@ -52,6 +52,13 @@ class EngineStatsCollector(Collector):
                             s.prefix_hits)
         yield self._counter("mtpserve:num_preemptions", "Requests preempted (to be recomputed).", s.preemptions)
         yield self._counter("mtpserve:engine_steps", "Engine steps run.", s.steps)
+        yield self._counter("mtpserve:engine_step_seconds", "Wall seconds the engine spent in steps (summed over "
+                            "attention groups); its rate against elapsed time is how busy the engine is.",
+                            s.step_seconds)
+        yield self._counter("mtpserve:engine_prompt_steps", "Engine steps that computed prompt tokens.",
+                            s.prompt_steps)
+        yield self._counter("mtpserve:engine_prompt_step_seconds", "Wall seconds of the steps that computed "
+                            "prompt tokens.", s.prompt_step_seconds)
         spec = s.spec
         yield self._counter("mtpserve:spec_decode_num_drafts", "Verify steps that carried MTP drafts.",
                             spec.drafts)
