@@ -61,3 +61,14 @@ def test_a_stop_string_still_ends_the_text_where_it_completes(engine):
     prompt, late = prompt_and_late(engine, SamplingParams(temperature=0, max_tokens=16, ignore_eos=True, stop=[stop]))
     assert len(late) == 1 and late[0].state.finish_reason == "stop"
     assert late[0].text == "".join(d.text for d in prompt) == text[:text.index(stop)]
+
+
+def test_logprobs_and_counters_taken_together_equal_those_taken_one_by_one(engine):
+    params = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True, logprobs=2)
+    prompt, late = prompt_and_late(engine, params)
+    assert len(prompt) > 1 and len(late) == 1
+    assert late[0].logprobs == [entry for d in prompt for entry in d.logprobs] and len(late[0].logprobs) == 12
+    one_by_one, together = prompt[-1].state, late[0].state
+    assert together.cumulative_logprob == pytest.approx(one_by_one.cumulative_logprob)
+    assert (together.finish_reason, together.text, together.metrics.steps_by_k) == (
+        one_by_one.finish_reason, one_by_one.text, one_by_one.metrics.steps_by_k)

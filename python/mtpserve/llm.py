@@ -72,7 +72,7 @@ class LLM:
                         continue
                     # After a stop string, tokens still in flight are dropped; the engine's own
                     # final output (the abort) confirms the request's blocks are free.
-                    if not state.finished and state.process(delta):
+                    if not state.finished and state.process([delta]):
                         self.core.engine.abort(state.request_id)
                     if delta.finished:
                         pending.discard(state.request_id)

@@ -34,41 +34,62 @@ class RequestState:
     def finished(self) -> bool:
         return self.finish_reason is not None or self.error is not None
 
-    def process(self, delta) -> bool:
-        """Consumes one engine output. Returns True when a stop string ended the request here,
-        so the caller must abort it in the engine."""
+    def process(self, deltas) -> bool:
+        """Consumes engine outputs, in order: one, or all those a stream found queued together. Returns True when
+        a stop string ended the request here, so the caller must abort it in the engine."""
         now = time.time()
-        if delta.token_ids and self.metrics.first_token_time is None:
-            self.metrics.first_token_time = now
-        self._record_counters(delta)
-        if self.params.prompt_logprobs is not None and self.prompt_logprobs is None and delta.token_ids:
-            self.prompt_logprobs = [None] + [self._entry(lp) for lp in delta.prompt_logprobs]
-        for i, token in enumerate(delta.token_ids):
+        self._record_counters(deltas)
+        undecoded: list[int] = []  # without stop strings, the deltas' text is decoded once, not token by token
+        for delta in deltas:
+            token_ids = delta.token_ids
+            if not token_ids:
+                continue
+            if self.metrics.first_token_time is None:
+                self.metrics.first_token_time = now
+            if self.params.prompt_logprobs is not None and self.prompt_logprobs is None:
+                self.prompt_logprobs = [None] + [self._entry(lp) for lp in delta.prompt_logprobs]
+            if self.stops:
+                if self._append_until_stop(token_ids, delta.logprobs, now):
+                    return True
+                continue
+            self.token_ids.extend(token_ids)
+            if self.logprobs is not None:
+                for lp in delta.logprobs:
+                    self._add_logprobs(lp)
+            undecoded.extend(token_ids)
+        if undecoded:
+            self.text += self.detokenizer.add(undecoded)
+        last = deltas[-1]  # the engine sends nothing after a request's final output
+        if last.finished:
+            self.metrics.finished_time = now
+            if last.finish_reason == "error":
+                self.error = last.error
+                return False
+            self.text += self.detokenizer.flush()
+            self.finish_reason = last.finish_reason
+            self.stop_reason = last.stop_token
+        return False
+
+    def _append_until_stop(self, token_ids, logprobs, now: float) -> bool:
+        """Token by token, so that a stop string ends the text at exactly the token that completes it."""
+        for i, token in enumerate(token_ids):
             self.token_ids.append(token)
             if self.logprobs is not None:
-                self._add_logprobs(delta.logprobs[i])
+                self._add_logprobs(logprobs[i])
             new_text = self.detokenizer.add([token])
             self.text += new_text
-            if self.stops and new_text:
+            if new_text:
                 stop, truncated = self.stops.check(self.detokenizer.text, len(new_text))
                 if stop is not None:
                     self.text, self.finish_reason, self.stop_reason = truncated, "stop", stop
                     self.metrics.finished_time = now
                     return True
-        if delta.finished:
-            self.metrics.finished_time = now
-            if delta.finish_reason == "error":
-                self.error = delta.error
-                return False
-            self.text += self.detokenizer.flush()
-            self.finish_reason = delta.finish_reason
-            self.stop_reason = delta.stop_token
         return False
 
-    def _record_counters(self, delta) -> None:
+    def _record_counters(self, deltas) -> None:
         m = self.metrics
-        m.num_cached_tokens = max(m.num_cached_tokens, delta.num_cached_tokens)
-        spec = delta.spec
+        m.num_cached_tokens = max(m.num_cached_tokens, *(delta.num_cached_tokens for delta in deltas))
+        spec = deltas[-1].spec  # cumulative: the latest output's are current
         m.num_drafts, m.num_draft_tokens, m.num_accepted_tokens = spec.drafts, spec.draft_tokens, spec.accepted_tokens
         m.accepted_per_position = list(spec.accepted_per_position)
         m.steps_by_k = list(spec.steps_by_k)

@@ -114,21 +114,21 @@ class RequestStream:
         """The engine's output, and every later one already queued, as one delta: where the consumer falls behind
         the engine (many streams on one event loop), it sends fewer, larger chunks instead of falling further
         behind one token at a time."""
-        state = self.state
-        before = len(state.token_ids)
-        self._absorb(delta)
-        while not state.finished and not self._queue.empty():
+        before = len(self.state.token_ids)
+        deltas = [delta]
+        while not self._queue.empty():
             item = self._queue.get_nowait()
             if isinstance(item, _EngineFailed):
                 self._failure = item  # after what came before it
                 break
-            self._absorb(item)
+            deltas.append(item)
+        self._absorb(deltas)
         return self._emit(before)
 
-    def _absorb(self, delta) -> None:
+    def _absorb(self, deltas: list) -> None:
         state = self.state
-        self._engine_done = self._engine_done or delta.finished
-        if state.process(delta):  # a stop string ended it: the engine may still be generating
+        self._engine_done = self._engine_done or deltas[-1].finished
+        if state.process(deltas):  # a stop string ended it: the engine may still be generating
             self._owner.abort(state.request_id)
         if state.error and self._owner.describe_failure is not None:
             state.error = self._owner.describe_failure(state.error)

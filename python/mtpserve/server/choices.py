@@ -80,6 +80,11 @@ class Samples:
 
     async def deltas(self) -> AsyncIterator[tuple[Sample, StreamDelta]]:
         """Every sample's deltas as they come; raises APIError when a sibling cannot be submitted."""
+        if len(self.samples) == 1:  # the common request: no merging, so no task and queue hop per delta
+            s = self.samples[0]
+            async for d in s.stream:
+                yield s, d
+            return
         queue: asyncio.Queue = asyncio.Queue()
         self._tasks = [asyncio.ensure_future(self._run(s, queue)) for s in self.samples]
         try:
