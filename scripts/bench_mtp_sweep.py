@@ -18,7 +18,9 @@ Every method sees the same prompts at a given concurrency (the seed is --seed + 
 consecutive concurrencies do not resend the same prompts into a warm prefix cache). Server flags other than
 --model, --port, --num_speculative_tokens and --speculative_policy go after `--`. `Chosen k` is the share of
 decode steps at each k, from the server's mtpserve:spec_decode_step_k histogram; sweep.json's client_cpu_busy is how
-busy the benchmark client was (1.0: a core throughout, so it may have bounded the run).
+busy the benchmark client was (1.0: a core throughout, so it may have bounded the run), engine_busy how much of the
+run the server's engine spent in steps (near 1: the engine bounded it) and engine_prompt_steps how much in steps
+with prompt tokens.
 
   .venv/bin/python scripts/bench_mtp_sweep.py --out-dir /tmp/sweep -- --dtype float32
   .venv/bin/python scripts/bench_mtp_sweep.py --model /models/DeepSeek-V3 --ks 0,1,2,3 \\
@@ -53,7 +55,7 @@ from mtpserve.bench.runner import add_bench_args, config_from_args  # noqa: E402
 SWEEP_SKIP = ("base_url", "host", "port", "model", "served_model_name", "num_prompts", "max_concurrency",
               "save_result")
 COLUMNS = ("method", "Concurrency", "Mean TPOT(ms)", "Mean TTFT(ms)", "Output Tokens/s", "Total Tokens/s",
-           "Acceptance rate", "TPOT speedup", "Chosen k 0/1/2/3 (%)", "Retired")
+           "Acceptance rate", "TPOT speedup", "Chosen k 0/1/2/3 (%)", "Retired", "Engine busy (%)")
 
 
 def _int_list(value: str) -> list[int]:
@@ -187,7 +189,8 @@ def summary_row(method: str, k: int, policy: str, concurrency: int, result) -> d
             "acceptance_rate_per_position": s.get("acceptance_rate_per_position"),
             "steps_by_k": s.get("steps_by_k"), "retired_sequences": s.get("retired_sequences"),
             "fill_skipped_steps": s.get("fill_skipped_steps"), "draft_seconds": s.get("draft_seconds"),
-            "client_cpu_busy": result.client_cpu_busy}
+            "client_cpu_busy": result.client_cpu_busy,
+            "engine_busy": (result.engine or {}).get("busy"), "engine_prompt_steps": (result.engine or {}).get("prompt_steps")}
 
 
 def median_row(rows: list[dict]) -> dict:
@@ -223,7 +226,7 @@ def markdown_table(rows: list[dict]) -> str:
             _fmt(r["output_throughput"], ".2f"), _fmt(r["total_token_throughput"], ".2f"),
             "-" if acc is None else f"{100 * acc:.1f}%", _fmt(r.get("tpot_speedup"), ".2f") +
             ("x" if r.get("tpot_speedup") is not None else ""), chosen_k(r),
-            _fmt(r.get("retired_sequences"), "d")]) + " |")
+            _fmt(r.get("retired_sequences"), "d"), _fmt(None if r.get("engine_busy") is None else 100 * r["engine_busy"], ".0f")]) + " |")
     failed = [r for r in rows if r["failed"]]
     if failed:
         out.append("")

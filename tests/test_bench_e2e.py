@@ -239,9 +239,12 @@ def test_bench_against_mtpserve_serve(server, tiny_model_dir, tmp_path, capsys):
     assert rc == 0, printed
     assert "============ Serving Benchmark Result ============" in printed
     assert "Successful requests:                     8" in printed
-    assert "Client CPU busy (%):" in printed
+    assert "Client CPU busy (%):" in printed and "Engine busy (%):" in printed
     result = json.loads(out.read_text())
     assert 0 < result["client_cpu_busy"] < 2
+    # The engine stepped for part of the run: 16-token requests, one prefill step each at least.
+    engine = result["engine"]
+    assert 0 < engine["prompt_steps"] < engine["busy"] <= 1.05, engine
     assert result["metrics"]["completed"] == 8 and result["metrics"]["failed"] == 0
     records = result["records"]
     assert len(records) == 8

@@ -5,7 +5,7 @@ import sys
 import numpy as np
 import pytest
 
-from mtpserve.bench.metrics import (RequestRecord, calculate_metrics, meets_slos, parse_goodput,
+from mtpserve.bench.metrics import (RequestRecord, calculate_metrics, engine_busy, meets_slos, parse_goodput,
                                     parse_prometheus_text, spec_decode_stats, summarize_ms)
 from mtpserve.bench.report import format_summary
 
@@ -215,6 +215,16 @@ def test_spec_decode_stats_from_counter_deltas(parser_kind):
     assert s["steps_by_k"] == [5, 25, 10]  # decode steps at k = 0, 1, 2 over the run
     assert s["retired_sequences"] == 5
     assert s["fill_skipped_steps"] == 20 and s["draft_seconds"] == pytest.approx(0.75)
+
+
+def test_engine_busy_is_the_share_of_the_run_in_steps():
+    before = parse_prometheus_text('mtpserve:engine_step_seconds_total{model_name="m"} 10.0\n'
+                                   'mtpserve:engine_prompt_step_seconds_total{model_name="m"} 2.0\n')
+    after = parse_prometheus_text('mtpserve:engine_step_seconds_total{model_name="m"} 11.5\n'
+                                  'mtpserve:engine_prompt_step_seconds_total{model_name="m"} 2.5\n')
+    assert engine_busy(before, after, 2.0) == {"busy": pytest.approx(0.75), "prompt_steps": pytest.approx(0.25)}
+    assert engine_busy(parse_prometheus_text(METRICS_BEFORE), after, 2.0) is None  # a server without the counters
+    assert engine_busy(None, after, 2.0) is None
 
 
 def test_spec_decode_stats_without_counters_or_drafts():

@@ -278,6 +278,21 @@ def _policy_counters(before: dict[str, float], after: dict[str, float], prefix: 
     return out
 
 
+def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None, duration_s: float) -> dict | None:
+    """The share of the run the server's engine spent in steps ("busy"), and in steps that computed prompt tokens
+    ("prompt_steps"), from mtpserve's engine_step_seconds counters: near 1, the engine bounds the numbers; well
+    below, the requests waited elsewhere (the frontend, the client). None where the server has no such counters."""
+    if before is None or after is None or duration_s <= 0:
+        return None
+    shares = {}
+    for key, name in (("busy", "engine_step_seconds_total"), ("prompt_steps", "engine_prompt_step_seconds_total")):
+        name = "mtpserve:" + name
+        if name not in before or name not in after:
+            return None
+        shares[key] = (after[name] - before[name]) / duration_s
+    return shares
+
+
 def spec_decode_stats(before: dict[str, float] | None, after: dict[str, float] | None) -> dict | None:
     """Counter deltas over the run, acceptance rate = Δaccepted / Δdraft tokens and mean acceptance length =
     1 + Δaccepted / Δdrafts (tokens per verification step), the acceptance rate of each draft position

@@ -31,7 +31,8 @@ def _stat_label(stat: str) -> str:
 
 
 def format_summary(metrics: BenchmarkMetrics, spec_decode: dict | None, max_concurrency: int | None = None,
-                   request_rate: float | None = None, client_cpu_busy: float | None = None) -> str:
+                   request_rate: float | None = None, client_cpu_busy: float | None = None,
+                   engine: dict | None = None) -> str:
     m = metrics
     lines = [_rule(" Serving Benchmark Result "),
              _line("Successful requests:", m.completed),
@@ -67,6 +68,9 @@ def format_summary(metrics: BenchmarkMetrics, spec_decode: dict | None, max_conc
     lines.append(_line("Mean tokens per chunk:", m.mean_tokens_per_chunk))
     if client_cpu_busy is not None:
         lines.append(_line("Client CPU busy (%):", 100 * client_cpu_busy))
+    if engine is not None:
+        lines += [_line("Engine busy (%):", 100 * engine["busy"]),
+                  _line("Engine in prompt steps (%):", 100 * engine["prompt_steps"])]
     lines.append(_rule())
     return "\n".join(lines)
 
@@ -78,4 +82,4 @@ def _count(value):
 def format_report(result) -> str:
     """Summary of a runner.BenchResult."""
     return format_summary(result.metrics, result.spec_decode, result.config.max_concurrency,
-                          result.config.request_rate, result.client_cpu_busy)
+                          result.config.request_rate, result.client_cpu_busy, result.engine)

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mtpserve.bench.metrics import BenchmarkMetrics, RequestRecord, calculate_metrics, parse_goodput, \
-    parse_prometheus_text, spec_decode_stats
+    engine_busy, parse_prometheus_text, spec_decode_stats
 
 DATASETS = ("sharegpt", "random")
 CLIENT_BUSY_WARNING = 0.9
@@ -101,6 +101,7 @@ class BenchResult:
     records: list[RequestRecord]
     time_origin: float  # perf_counter at the first dispatch; record times are relative to it in to_dict()
     client_cpu_busy: float | None = None  # the client process's CPU seconds / wall seconds over the timed run
+    engine: dict | None = None  # metrics.engine_busy: the server engine's busy share of the run
 
     def to_dict(self, with_records: bool = True) -> dict:
         config = asdict(self.config)
@@ -108,7 +109,7 @@ class BenchResult:
             config["request_rate"] = "inf"  # JSON has no infinity
         d = {"date": self.date, "model": self.model, "config": config,
              "metrics": self.metrics.to_dict(), "spec_decode": self.spec_decode,
-             "client_cpu_busy": self.client_cpu_busy}
+             "client_cpu_busy": self.client_cpu_busy, "engine": self.engine}
         if with_records:
             d["records"] = [r.to_dict(self.time_origin) for r in self.records]
         return d
@@ -180,7 +181,8 @@ async def benchmark(cfg: BenchConfig, requests, warmups=(), tokenizer=None) -> B
     metrics = calculate_metrics(records, run.end - run.start, parse_goodput(cfg.goodput), cfg.percentiles())
     return BenchResult(config=cfg, model=model, date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        metrics=metrics, spec_decode=spec_decode_stats(before, after), records=records,
-                       time_origin=run.start, client_cpu_busy=run.cpu_busy)
+                       time_origin=run.start, client_cpu_busy=run.cpu_busy,
+                       engine=engine_busy(before, after, run.end - run.start))
 
 
 async def _served_model(cfg: BenchConfig, session, base_url: str) -> str:
