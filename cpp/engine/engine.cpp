@@ -400,18 +400,12 @@ bool Engine::step() {
       if (!s.seq->is_finished()) blocks_.commit(*s.seq, mtp_filled_until(*s.seq));
     }
     for (int64_t id : finished) requests_.erase(id);
-    publish(std::move(outputs));
-    const double took = timer_->seconds();
     const bool decoding = decode_only(plan);
+    count_step_time(timer_->seconds(), decoding);
+    publish(std::move(outputs));
     if (policy_ && decoding) {
       policy_->costs().record_verify(static_cast<int64_t>(plan.scheduled.size()), std::max<int64_t>(step_k, 0),
-                                     input.query_start.back(), context, took - drafting);
-    }
-    std::lock_guard lock(stats_mutex_);
-    stats_.step_seconds += took;
-    if (!decoding) {
-      stats_.prompt_step_seconds += took;
-      stats_.prompt_steps += 1;
+                                     input.query_start.back(), context, timer_->seconds() - drafting);
     }
   } catch (const std::exception& e) {
     // A step that failed midway leaves the caches and drafts half-written, and under tensor
@@ -424,6 +418,16 @@ bool Engine::step() {
     fail_step(plan, reason);
   }
   return true;
+}
+
+void Engine::count_step_time(double seconds, bool decoding) {
+  // Before the step's outputs are published: whoever has them sees the step in the stats (a benchmark's scrape).
+  std::lock_guard lock(stats_mutex_);
+  stats_.step_seconds += seconds;
+  if (!decoding) {
+    stats_.prompt_step_seconds += seconds;
+    stats_.prompt_steps += 1;
+  }
 }
 
 void Engine::run_empty_step() {

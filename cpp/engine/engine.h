@@ -68,7 +68,7 @@ struct EngineStats {
   // GPU), and host time from the target's launch until the step's tokens are known (sampling and
   // verification, waiting for the device included).
   double target_seconds = 0, sample_seconds = 0, draft_seconds = 0;
-  // Wall seconds of whole steps (scheduling to published outputs), and of the steps that computed prompt tokens:
+  // Wall seconds of whole steps (scheduling to outputs ready), and of the steps that computed prompt tokens:
   // against elapsed time they tell an engine that is the bottleneck from one that waits for its frontend.
   double step_seconds = 0, prompt_step_seconds = 0;
   uint64_t prompt_steps = 0;
@@ -159,6 +159,7 @@ class Engine {
   // False for an empty step under lockstep (not counted in the stats' steps).
   bool step();
   void run_empty_step();
+  void count_step_time(double seconds, bool decoding);
   // Samples (or verifies the drafts of) every scheduled sequence with samples this step.
   std::vector<SampledSequence> sample(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits);
   std::vector<RequestOutput> apply_samples(const SchedulerOutput& plan, const StepInput& input,
