@@ -176,7 +176,7 @@ def file_name(method: str) -> str:
 
 
 def summary_row(method: str, k: int, policy: str, concurrency: int, result) -> dict:
-    m, s = result.metrics, result.spec_decode or {}
+    m, s, engine = result.metrics, result.spec_decode or {}, result.engine or {}
     return {"method": method, "k": k, "policy": policy, "concurrency": concurrency, "num_prompts": len(result.records),
             "completed": m.completed, "failed": m.failed, "duration_s": m.duration_s,
             "mean_tpot_ms": m.latency["tpot"]["mean"], "median_tpot_ms": m.latency["tpot"]["median"],
@@ -189,8 +189,8 @@ def summary_row(method: str, k: int, policy: str, concurrency: int, result) -> d
             "acceptance_rate_per_position": s.get("acceptance_rate_per_position"),
             "steps_by_k": s.get("steps_by_k"), "retired_sequences": s.get("retired_sequences"),
             "fill_skipped_steps": s.get("fill_skipped_steps"), "draft_seconds": s.get("draft_seconds"),
-            "client_cpu_busy": result.client_cpu_busy,
-            "engine_busy": (result.engine or {}).get("busy"), "engine_prompt_steps": (result.engine or {}).get("prompt_steps")}
+            "client_cpu_busy": result.client_cpu_busy, "engine_busy": engine.get("busy"),
+            "engine_prompt_steps": engine.get("prompt_steps")}
 
 
 def median_row(rows: list[dict]) -> dict:
@@ -220,13 +220,13 @@ def _fmt(value, spec: str, none: str = "-") -> str:
 def markdown_table(rows: list[dict]) -> str:
     out = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join(["---"] + ["---:"] * (len(COLUMNS) - 1)) + "|"]
     for r in sorted(rows, key=lambda r: (method_order(r), r["concurrency"])):
-        acc = r["acceptance_rate"]
+        acc, busy = r["acceptance_rate"], r.get("engine_busy")
         out.append("| " + " | ".join([
             r["method"], str(r["concurrency"]), _fmt(r["mean_tpot_ms"], ".2f"), _fmt(r["mean_ttft_ms"], ".2f"),
             _fmt(r["output_throughput"], ".2f"), _fmt(r["total_token_throughput"], ".2f"),
             "-" if acc is None else f"{100 * acc:.1f}%", _fmt(r.get("tpot_speedup"), ".2f") +
             ("x" if r.get("tpot_speedup") is not None else ""), chosen_k(r),
-            _fmt(r.get("retired_sequences"), "d"), _fmt(None if r.get("engine_busy") is None else 100 * r["engine_busy"], ".0f")]) + " |")
+            _fmt(r.get("retired_sequences"), "d"), _fmt(None if busy is None else 100 * busy, ".0f")]) + " |")
     failed = [r for r in rows if r["failed"]]
     if failed:
         out.append("")

@@ -24,6 +24,7 @@ from servers import start_serve, wait_until_healthy, wait_until_idle
 from mtpserve.client import Client
 from mtpserve.engine import EngineCore
 from mtpserve.engine_args import EngineArgs
+from mtpserve.group_link import STAT_FIELDS
 from mtpserve.server.app import build_app
 from mtpserve.server.async_engine import AsyncEngine
 from mtpserve.server.serve import BackgroundServer
@@ -57,10 +58,9 @@ class StuckEngine:
     def stats(self):
         spec = SimpleNamespace(drafts=0, draft_tokens=0, accepted_tokens=0, accepted_per_position=[], steps_by_k=[],
                                retired=0)
-        return SimpleNamespace(running=0, waiting=len(self.added) - len(self.aborted), kv_usage=0.0, prompt_tokens=0,
-                               generation_tokens=0, prefix_queries=0, prefix_hits=0, preemptions=0, steps=0,
-                               caught_up_positions=0, dropped_positions=0, fill_skipped_steps=0, draft_seconds=0.0,
-                               step_seconds=0.0, prompt_step_seconds=0.0, prompt_steps=0, spec=spec)
+        # Every stat the engine reports (group_link.STAT_FIELDS), idle but for the requests waiting.
+        return SimpleNamespace(**{**dict.fromkeys(STAT_FIELDS, 0), "waiting": len(self.added) - len(self.aborted)},
+                               spec=spec)
 
     def wait_for(self, predicate, timeout_s=60.0):
         with self.changed:

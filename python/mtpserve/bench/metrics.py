@@ -285,8 +285,8 @@ def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None,
     if before is None or after is None or duration_s <= 0:
         return None
     shares = {}
-    for key, name in (("busy", "engine_step_seconds_total"), ("prompt_steps", "engine_prompt_step_seconds_total")):
-        name = "mtpserve:" + name
+    for key, name in (("busy", "mtpserve:engine_step_seconds_total"),
+                      ("prompt_steps", "mtpserve:engine_prompt_step_seconds_total")):
         if name not in before or name not in after:
             return None
         shares[key] = (after[name] - before[name]) / duration_s

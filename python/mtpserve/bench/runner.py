@@ -173,16 +173,16 @@ async def benchmark(cfg: BenchConfig, requests, warmups=(), tokenizer=None) -> B
         pbar.close()
         after = await _scrape(session, base_url)
 
-    records = run.records
+    records, duration = run.records, run.end - run.start
     if tokenizer is not None:  # no usage from the server: count the generated text ourselves, as vLLM does
         for r in records:
             if r.success and r.usage_completion_tokens is None:
                 r.counted_output_tokens = len(tokenizer.encode(r.generated_text, add_special_tokens=False))
-    metrics = calculate_metrics(records, run.end - run.start, parse_goodput(cfg.goodput), cfg.percentiles())
+    metrics = calculate_metrics(records, duration, parse_goodput(cfg.goodput), cfg.percentiles())
     return BenchResult(config=cfg, model=model, date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        metrics=metrics, spec_decode=spec_decode_stats(before, after), records=records,
                        time_origin=run.start, client_cpu_busy=run.cpu_busy,
-                       engine=engine_busy(before, after, run.end - run.start))
+                       engine=engine_busy(before, after, duration))
 
 
 async def _served_model(cfg: BenchConfig, session, base_url: str) -> str:
