@@ -8,6 +8,9 @@ in the same step and their successors are admitted together, so the prefills lan
 instead of in the other requests' decoding (TPOT). MTP's acceptance spreads its requests' ends apart.
 TPOT is the mean over requests of (last token - first token) / (tokens - 1); tokens/s counts output tokens over
 the generate call. Methods run interleaved, in an order rotated each repeat; each cell is the median repeat.
+"prompt step ms" is the engine's mean wall time of a step that computed prompt tokens. --prefill-graph both runs
+each method with the piecewise graphs of such steps on and off (GPUs; they are captured as their row counts come,
+so the first repeat pays the captures).
 
   .venv/bin/python scripts/bench_continuous.py --dataset-path HELD_OUT.json --slots 8 --prompts 96 --ks 0 1 \\
       --adaptive-k-max 3 --repeats 5
@@ -32,17 +35,24 @@ def timed(llm: LLM, prompts: list[str], params: list[SamplingParams]) -> dict:
     elapsed = time.perf_counter() - start
     after = llm.stats()
     ttft = statistics.mean(o.metrics.first_token_time - o.metrics.arrival_time for o in outputs)
+    prompt_steps = after.prompt_steps - before.prompt_steps
     return {"tpot_ms": mean_tpot_ms(outputs), "ttft_ms": ttft * 1e3,
             "tokens_per_s": sum(len(o.outputs[0].token_ids) for o in outputs) / elapsed,
+            "prompt_step_ms": (after.prompt_step_seconds - before.prompt_step_seconds) / max(prompt_steps, 1) * 1e3,
+            "prompt_steps": prompt_steps,
             "draft_seconds": after.draft_seconds - before.draft_seconds, **counters(before, after)}
 
 
+PREFILL_GRAPH = {"on": [True], "off": [False], "both": [True, False]}
+
+
 def run(args: argparse.Namespace, slots: int, prompts: list[str], params: list[SamplingParams]) -> list[dict]:
-    methods = [(k, "fixed") for k in args.ks] + [(k, "adaptive") for k in args.adaptive_k_max]
+    methods = [(k, policy, graph) for k, policy in [(k, "fixed") for k in args.ks] +
+               [(k, "adaptive") for k in args.adaptive_k_max] for graph in PREFILL_GRAPH[args.prefill_graph]]
     blocks = slots * (math.ceil(args.max_total_len / args.block_size) + 2)  # each engine holds its own cache
     llms = {m: LLM(args.model, devices=args.devices, dtype=args.dtype, num_speculative_tokens=m[0],
                    speculative_policy=m[1], max_seqs_per_batch=slots, block_size=args.block_size,
-                   max_cache_blocks=blocks) for m in methods}
+                   max_cache_blocks=blocks, enable_prefill_graph=m[2]) for m in methods}
     warm = SamplingParams(temperature=args.temperature, max_tokens=8, ignore_eos=True)
     for llm in llms.values():
         llm.generate(prompts[:slots], warm)
@@ -53,24 +63,25 @@ def run(args: argparse.Namespace, slots: int, prompts: list[str], params: list[S
     for llm in llms.values():
         llm.shutdown()
     results = []
-    for (k, policy), rs in runs.items():
+    for (k, policy, graph), rs in runs.items():
         median = sorted(rs, key=lambda r: r["tpot_ms"])[len(rs) // 2]
-        results.append({"method": method_name({"k": k, "policy": policy}), "k": k, "slots": slots, **median,
+        name = method_name({"k": k, "policy": policy}) + ("" if graph else ", prefill eager")
+        results.append({"method": name, "k": k, "prefill_graph": graph, "slots": slots, **median,
                         "tpot_ms_all": [r["tpot_ms"] for r in rs],
                         "tokens_per_s_all": [r["tokens_per_s"] for r in rs]})
     return results
 
 
 def markdown_table(results: list[dict]) -> str:
-    base = {r["slots"]: r for r in results if r["k"] == 0}
+    base = {(r["slots"], r["prefill_graph"]): r for r in results if r["k"] == 0}
     lines = ["| method | slots | TPOT ms | TPOT speedup vs k=0 | tokens/s | tokens/s vs k=0 | TTFT ms | steps | "
-             "chosen k = 0/1/2/3 (% of steps) |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "prompt step ms | chosen k = 0/1/2/3 (% of steps) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
-        b = base.get(r["slots"])
+        b = base.get((r["slots"], r["prefill_graph"]))
         tpot = f"{b['tpot_ms'] / r['tpot_ms']:.2f}" if b else "-"
         tps = f"{r['tokens_per_s'] / b['tokens_per_s']:.2f}" if b else "-"
         lines.append(f"| {r['method']} | {r['slots']} | {r['tpot_ms']:.3f} | {tpot} | {r['tokens_per_s']:.0f} | "
-                     f"{tps} | {r['ttft_ms']:.0f} | {r['steps']} | {chosen_k(r)} |")
+                     f"{tps} | {r['ttft_ms']:.0f} | {r['steps']} | {r['prompt_step_ms']:.2f} | {chosen_k(r)} |")
     return "\n".join(lines)
 
 
@@ -92,6 +103,8 @@ def main() -> None:
     parser.add_argument("--adaptive-k-max", type=int, nargs="*", default=[3])
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--prefill-graph", choices=PREFILL_GRAPH, default="on",
+                        help="engine --enable_prefill_graph (GPUs); both: each method with it on and off")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--plot", default=None, help="write a TPOT bar chart (PNG) here")
     args = parser.parse_args()

@@ -3,7 +3,8 @@ Greedy output with graphs equals output without them (float32; every first diver
 near-tie of the eager run, since padding changes a GEMM's row count), for k = 0..3 and batches that
 hit padded buckets while sequences finish at different lengths; greedy MTP with graphs equals k = 0
 with graphs, also where requests join the batch mid-decode (their prefill steps fill the MTP cache eagerly and
-replay the graphs of the draft forwards alone)."""
+replay the graphs of the draft forwards alone). Steps with prompt tokens replay graphs captured the first time a step
+of their padded (ragged) shape comes, unless enable_prefill_graph is off."""
 import pytest
 import torch
 
@@ -35,6 +36,7 @@ def runs():
             out[graphs, k, "graphs"] = llm.core.engine.num_graphs()
             for batch in BATCHES:
                 out[graphs, k, batch] = llm.generate(*requests(batch))
+            out[graphs, k, "graphs after"] = llm.core.engine.num_graphs()
             out[graphs, k, "steps"] = llm.stats().steps
             llm.shutdown()
             torch.cuda.empty_cache()
@@ -73,6 +75,23 @@ def test_graphs_give_the_eager_output(runs, k, batch):
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_greedy_mtp_with_graphs_equals_no_mtp(runs, k, batch):
     assert_same_or_near_ties(runs[True, 0, batch], runs[True, k, batch], f"graphs, k={k} vs k=0, batch={batch}")
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 3])
+def test_steps_with_prompt_tokens_capture_graphs_as_they_come(runs, k):
+    assert runs[True, k, "graphs after"] > runs[True, k, "graphs"]
+    assert runs[False, k, "graphs after"] == 0
+
+
+def test_prefill_graphs_off_run_those_steps_eagerly(runs):
+    llm = LLM(devices="cuda:0", dtype="float32", num_speculative_tokens=1, max_cache_blocks=256, max_model_len=512,
+              graph_max_batch=32, enable_prefill_graph=False)
+    captured = llm.core.engine.num_graphs()
+    outputs = llm.generate(*requests(BATCHES[1]))
+    assert llm.core.engine.num_graphs() == captured
+    llm.shutdown()
+    torch.cuda.empty_cache()
+    assert_same_or_near_ties(outputs, runs[True, 1, BATCHES[1]], "prefill graphs off vs on, k=1")
 
 
 def test_mtp_with_graphs_takes_fewer_steps(runs):

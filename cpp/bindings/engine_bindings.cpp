@@ -206,6 +206,7 @@ void bind_engine(py::module_& m) {
       .def_readwrite("num_speculative_tokens", &EngineConfig::num_speculative_tokens)
       .def_readwrite("enable_graph", &EngineConfig::enable_graph)
       .def_readwrite("graph_max_batch", &EngineConfig::graph_max_batch)
+      .def_readwrite("enable_prefill_graph", &EngineConfig::enable_prefill_graph)
       .def_readwrite("speculative_policy", &EngineConfig::speculative_policy)
       .def_readwrite("deferred_fill_positions", &EngineConfig::deferred_fill_positions)
       .def_readwrite("token_masker", &EngineConfig::token_masker)

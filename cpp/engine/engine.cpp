@@ -767,6 +767,7 @@ GraphPlan Engine::graph_plan() const {
   // Padded rows may reach k positions past the last real one.
   plan.max_context_len = config_.max_model_len + config_.num_speculative_tokens + 1;
   plan.table_width = (plan.max_context_len + config_.block_size - 1) / config_.block_size;
+  plan.max_prefill_rows = config_.enable_prefill_graph ? config_.scheduler.max_tokens_per_batch : 0;
   return plan;
 }
 

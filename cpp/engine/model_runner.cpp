@@ -76,7 +76,51 @@ at::Tensor ModelRunner::run_target(const StepInput& input) {
   if (input.shape) return replay({input.shape->seqs, input.shape->query_len}, inputs)[0];
   last_target_graph_.reset();
   announce(StepKind::kTarget, input.wire);
+  if (fits_prefill_graph(input)) return run_prefill_graph(input);
   return forward(StepKind::kTarget, device_steps(upload(inputs, device_), inputs)[0]);
+}
+
+bool ModelRunner::fits_prefill_graph(const StepInput& input) const {
+  const int64_t rows = input.wire[0];
+  return rows > 0 && rows <= plan_.max_prefill_rows &&
+         static_cast<int64_t>(input.packed().size()) <= prefill_input_.numel();
+}
+
+at::Tensor ModelRunner::run_prefill_graph(const StepInput& input) {
+  const int64_t rows = input.wire[0];
+  auto graph = prefill_graphs_.find(rows);
+  if (graph == prefill_graphs_.end()) graph = prefill_graphs_.emplace(rows, capture_prefill(rows)).first;
+  const std::span<const StepInput> inputs(&input, 1);
+  const DeviceStep step = device_steps(upload_into(prefill_input_, inputs), inputs)[0];
+  graph->second->replay(step.attention);
+  target_hidden_ = graph_hidden_;
+  return target_.logits(target_hidden_.index_select(0, step.sample_rows));
+}
+
+// Recorded over one-row sequences that write nothing: the pieces read the step's token ids, positions and slots
+// alone, which lie first in its input whatever its sequences.
+std::unique_ptr<kernels::PiecewiseGraph> ModelRunner::capture_prefill(int64_t rows) {
+  StepBuilder builder(0);
+  for (int64_t i = 0; i < rows; ++i) builder.add_padding();
+  const StepInput placeholder = builder.build();
+  const std::span<const StepInput> inputs(&placeholder, 1);
+  const DeviceStep step = device_steps(upload_into(prefill_input_, inputs), inputs)[0];
+  const auto body = [&] {
+    graph_hidden_.narrow(0, 0, rows).copy_(target_.forward(step.token_ids, step.positions, caches_, step.attention));
+  };
+  return kernels::ops_for(device_).capture_piecewise(body, graphs_->pool_owner(), prefill_queries_, prefill_outputs_);
+}
+
+void ModelRunner::allocate_prefill_buffers() {
+  const ModelConfig& c = target_.config();
+  const int64_t rows = plan_.max_prefill_rows, seqs = plan_.batch_sizes.front() + 1;
+  const auto options = target_.embedding().options();
+  prefill_queries_ = at::empty({rows, c.num_attention_heads, c.kv_lora_rank + c.qk_rope_head_dim}, options);
+  prefill_outputs_ = at::empty({rows, c.num_attention_heads, c.kv_lora_rank}, options);
+  // A step's packed input: 4 words per row, its sample rows (at most one per row), block tables and lengths;
+  // the placeholder of capture_prefill() has one sequence per row.
+  const int64_t words = std::max(10 * rows, 5 * rows + seqs * (plan_.table_width + 4)) + 2;
+  prefill_input_ = at::empty({words}, options.dtype(at::kLong));
 }
 
 bool ModelRunner::leads_group() const { return target_.tp().enabled() && target_.tp().rank() == 0; }
@@ -201,8 +245,13 @@ bool ModelRunner::capture_graphs(const GraphPlan& plan) {
   plan_ = plan;
   std::ranges::sort(plan_.batch_sizes, std::greater<>());
   const int64_t largest = plan_.batch_sizes.front();
-  graph_hidden_ = at::empty({largest * (num_speculative_tokens() + 1), target_.config().hidden_size},
-                            target_.embedding().options());
+  const bool prefill = plan_.max_prefill_rows > 0 && !target_.tp().enabled() && eager_rows_ != nullptr &&
+                       kernels::ops_for(device_).capture_piecewise != nullptr;
+  // Eager steps' rows are padded to eager_rows() counts: the piecewise graphs' row counts.
+  plan_.max_prefill_rows = prefill ? eager_rows_(plan_.max_prefill_rows) : 0;
+  const int64_t hidden_rows = std::max(largest * (num_speculative_tokens() + 1), plan_.max_prefill_rows);
+  graph_hidden_ = at::empty({hidden_rows, target_.config().hidden_size}, target_.embedding().options());
+  if (prefill) allocate_prefill_buffers();
   recursion_drafts_ = at::zeros({largest}, target_.embedding().options().dtype(at::kLong));
   recursion_hidden_ = at::zeros({largest, target_.config().hidden_size}, target_.embedding().options());
   for (int64_t seqs : plan_.batch_sizes) capture_batch(seqs);  // largest first: they share one pool

@@ -7,6 +7,8 @@
 // graphs, decode-shaped steps padded to a captured shape replay one graph each.
 #include <ATen/core/Tensor.h>
 
+#include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <utility>
@@ -16,6 +18,7 @@
 #include "dist/step_lockstep.h"
 #include "engine/step_graphs.h"
 #include "engine/step_input.h"
+#include "kernels/piecewise_graph.h"
 #include "model/deepseek_v3.h"
 #include "model/mtp_layer.h"
 
@@ -29,6 +32,10 @@ struct GraphPlan {
   int64_t num_speculative_tokens = 0;
   int64_t table_width = 0;      // block-table entries every sequence may need
   int64_t max_context_len = 0;  // the longest context a step may attend over
+  // > 0: the target forwards of steps with prompt tokens, of up to about this many rows, replay piecewise graphs
+  // (kernels/piecewise_graph.h), one per row count, each captured the first time a step of its row count comes.
+  // On one rank only: under tensor parallelism they run eagerly.
+  int64_t max_prefill_rows = 0;
 };
 
 class ModelRunner {
@@ -43,10 +50,13 @@ class ModelRunner {
   // returns false (capturing nothing) where the device has no graphs or the experts are split across
   // ranks (their all-to-alls are sized on the host).
   bool capture_graphs(const GraphPlan& plan);
-  size_t num_graphs() const { return graphs_ ? graphs_->size() : 0; }
+  size_t num_graphs() const { return (graphs_ ? graphs_->size() : 0) + prefill_graphs_.size(); }
   // Frees the graphs once no step follows: NCCL does not destroy a communicator while a graph that
   // holds its collectives lives, so a group's shutdown would wait for them.
-  void release_graphs() { graphs_.reset(); }
+  void release_graphs() {
+    prefill_graphs_.clear();
+    graphs_.reset();
+  }
   // The padded shape of a decode step of `seqs` sequences feeding at most `query_len` rows each,
   // when a graph holds it (the smallest that does).
   std::optional<StepShape> target_shape(int64_t seqs, int64_t query_len) const;
@@ -99,6 +109,12 @@ class ModelRunner {
   // The hidden states a catch-up fill reads: rows >= 0 of the last target forward, rows < 0 of the stash.
   at::Tensor catch_up_sources(const at::Tensor& rows) const;
   void capture_batch(int64_t seqs);
+  void allocate_prefill_buffers();
+  bool fits_prefill_graph(const StepInput& input) const;
+  // The target forward of a step with prompt tokens through the piecewise graph of its row count (captured
+  // first if none has come yet); returns the logits of its sample rows.
+  at::Tensor run_prefill_graph(const StepInput& input);
+  std::unique_ptr<kernels::PiecewiseGraph> capture_prefill(int64_t rows);
   // The smallest batch bucket of at least `seqs` sequences that has the graph of this key's shape.
   std::optional<int64_t> smallest_bucket(int64_t seqs, int64_t query_len, int64_t draft_forwards) const;
   int64_t num_speculative_tokens() const;
@@ -117,7 +133,11 @@ class ModelRunner {
   at::Tensor drafts_;         // [samples] argmax tokens of the last MTP forward
   at::Tensor stash_;          // [stash rows, hidden]: target hidden states of deferred fills
   std::optional<StepGraphs> graphs_;
-  at::Tensor graph_hidden_;  // [largest batch * (k + 1), hidden]: the graphed target steps' hidden states
+  // [largest batch * (k + 1), or max_prefill_rows, hidden]: the graphed target steps' hidden states
+  at::Tensor graph_hidden_;
+  std::map<int64_t, std::unique_ptr<kernels::PiecewiseGraph>> prefill_graphs_;  // by row count
+  at::Tensor prefill_input_;  // the step input the piecewise graphs read (int64 words)
+  at::Tensor prefill_queries_, prefill_outputs_;  // what their attention calls read and write
   // [largest batch] and [largest batch, hidden]: an eager fill's drafts and hidden states, where the graphs of the
   // draft forwards alone read them
   at::Tensor recursion_drafts_, recursion_hidden_;

@@ -8,8 +8,7 @@ void StepGraphs::capture(GraphKey key, const std::vector<StepInput>& inputs, con
   Captured captured;
   captured.inputs = upload(inputs, device_);
   // The int32 metadata is converted from the input buffer inside the graph, on every replay.
-  kernels::StepGraph* pool = graphs_.empty() ? nullptr : graphs_.begin()->second.graph.get();
-  captured.graph = capture_([&] { captured.outputs = body(device_steps(captured.inputs, inputs)); }, pool,
+  captured.graph = capture_([&] { captured.outputs = body(device_steps(captured.inputs, inputs)); }, pool_owner(),
                             captured.inputs.data_ptr<int64_t>(), captured.inputs.numel());
   // Views that do not own their memory: the pool may hand it to the next capture, so outputs cost no
   // memory beyond the largest graph's working set.

@@ -38,6 +38,8 @@ class StepGraphs {
   // Copies `inputs` (of the key's shape) into the graph's input buffer and replays it.
   const std::vector<at::Tensor>& replay(GraphKey key, std::span<const StepInput> inputs);
   size_t size() const { return graphs_.size(); }
+  // A graph whose memory pool later captures share (null before the first).
+  kernels::StepGraph* pool_owner() const { return graphs_.empty() ? nullptr : graphs_.begin()->second.graph.get(); }
 
  private:
   struct Captured {

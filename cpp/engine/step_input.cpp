@@ -48,13 +48,28 @@ std::span<const int64_t> StepInput::packed() const {
   return std::span<const int64_t>(wire).subspan(kHeader, sizes_of(wire).packed());
 }
 
-at::Tensor upload(std::span<const StepInput> inputs, const at::Device& device) {
+namespace {
+
+at::Tensor pack(std::span<const StepInput> inputs, bool pinned) {
   int64_t total = 0;
   for (const auto& input : inputs) total += static_cast<int64_t>(input.packed().size());
-  auto host = at::empty({total}, at::TensorOptions(at::kLong).pinned_memory(device.is_cuda()));
+  auto host = at::empty({total}, at::TensorOptions(at::kLong).pinned_memory(pinned));
   int64_t* dst = host.data_ptr<int64_t>();
   for (const auto& input : inputs) dst = std::ranges::copy(input.packed(), dst).out;
-  return host.to(device, /*non_blocking=*/true);
+  return host;
+}
+
+}  // namespace
+
+at::Tensor upload(std::span<const StepInput> inputs, const at::Device& device) {
+  return pack(inputs, device.is_cuda()).to(device, /*non_blocking=*/true);
+}
+
+at::Tensor upload_into(const at::Tensor& buffer, std::span<const StepInput> inputs) {
+  const auto host = pack(inputs, buffer.is_cuda());
+  auto words = buffer.narrow(0, 0, host.numel());
+  words.copy_(host, /*non_blocking=*/true);
+  return words;
 }
 
 std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const StepInput> inputs) {

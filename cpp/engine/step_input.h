@@ -48,6 +48,8 @@ struct DeviceStep {
 
 // The packed parts of `inputs`, concatenated, on `device` (one copy; from pinned memory to a GPU).
 at::Tensor upload(std::span<const StepInput> inputs, const at::Device& device);
+// The same into the first words of `buffer` (a device tensor of int64 words, at least as many); returns them.
+at::Tensor upload_into(const at::Tensor& buffer, std::span<const StepInput> inputs);
 // The device views of each input in `buffer` (what upload() returned or filled).
 std::vector<DeviceStep> device_steps(const at::Tensor& buffer, std::span<const StepInput> inputs);
 

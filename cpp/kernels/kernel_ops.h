@@ -12,6 +12,7 @@
 #include "kernels/linear.h"
 #include "kernels/moe.h"
 #include "kernels/norm_rope.h"
+#include "kernels/piecewise_graph.h"
 #include "kernels/row_buckets.h"
 #include "kernels/sampling.h"
 #include "kernels/step_graph.h"
@@ -37,6 +38,7 @@ struct KernelOps {
   HeadMatmulFn head_matmul = nullptr;
   // Unset where the device has no graphs: every step runs eagerly there.
   CaptureGraphFn capture_graph = nullptr;
+  CapturePiecewiseFn capture_piecewise = nullptr;
   // The row count (and sampled-row count) a forward run eagerly is padded to (kernels/row_buckets.h). Unset: none.
   EagerRowsFn eager_rows = nullptr;
   MakeDeviceTimerFn make_device_timer = nullptr;  // unset: ops_for() gives the host clock

@@ -46,6 +46,9 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--enable_graph", type=parse_bool, default=defaults["enable_graph"].default,
                         help="replay CUDA graphs, captured at start-up, for decode steps of up to --graph_max_batch "
                              "sequences (GPUs only; false runs every step eagerly)")
+    parser.add_argument("--enable_prefill_graph", type=parse_bool, default=defaults["enable_prefill_graph"].default,
+                        help="with --enable_graph, steps with prompt tokens replay CUDA graphs too, each captured the "
+                             "first time a step of its padded shape comes (one rank; false runs them eagerly)")
 
 
 def engine_kwargs(ns: argparse.Namespace) -> dict:

@@ -145,6 +145,7 @@ class EngineCore:
         config.num_speculative_tokens = self.args.num_speculative_tokens
         config.enable_graph = self.args.enable_graph
         config.graph_max_batch = self.args.graph_max_batch
+        config.enable_prefill_graph = self.args.enable_prefill_graph
         config.speculative_policy = getattr(_C.SpeculationPolicyKind, self.args.speculative_policy)
         config.deferred_fill_positions = self.args.deferred_fill_positions
         config.token_masker = _C.TokenMasker(self.grammars.fill, self.grammars.revise_drafts)

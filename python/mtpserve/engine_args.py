@@ -43,6 +43,9 @@ class EngineArgs:
     # Decode steps of up to graph_max_batch sequences replay CUDA graphs captured at start-up (GPUs only).
     enable_graph: bool = True
     graph_max_batch: int = 256
+    # With enable_graph, steps with prompt tokens replay CUDA graphs too, each captured the first time a step of
+    # its padded shape comes (on one rank; with tensor parallelism they run eagerly).
+    enable_prefill_graph: bool = True
     # Expert parallelism: 1, or the number of ranks (--nnodes), each then holding its share of the routed
     # experts whole (attention stays tensor parallel over the ranks of each attention group).
     ep_size: int = 1
@@ -69,7 +72,7 @@ class EngineArgs:
         if self.speculative_policy not in SPECULATIVE_POLICIES:
             raise ValueError(f"speculative_policy must be one of {', '.join(SPECULATIVE_POLICIES)}, got "
                              f"{self.speculative_policy!r}")
-        for name in ("batch_invariant", "enable_graph"):
+        for name in ("batch_invariant", "enable_graph", "enable_prefill_graph"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         self.device = resolve_device(self.devices)

@@ -8,6 +8,7 @@
 #include "kernels/cuda/device_info.cuh"
 #include "kernels/cuda/latent_cache.cuh"
 #include "kernels/cuda/mla_attention.cuh"
+#include "kernels/cuda/piecewise_graph_cuda.h"
 #include "kernels/cuda/tensor_args.h"
 
 namespace mtpserve::kernels::cuda {
@@ -70,6 +71,12 @@ namespace {
 // Both tables' attention: the fast one picks its KV splits per step, the batch-invariant one fixes them.
 at::Tensor run_mla_attention(const at::Tensor& q_in, const at::Tensor& cache, const AttentionMetadata& meta,
                              int64_t kv_lora_rank, double scale, bool fixed_splits) {
+  if (recording_pieces()) {  // a step with prompt tokens being recorded: its attention runs between the pieces
+    return record_attention(q_in, [cache, kv_lora_rank, scale, fixed_splits](const at::Tensor& q,
+                                                                              const AttentionMetadata& m) {
+      return run_mla_attention(q, cache, m, kv_lora_rank, scale, fixed_splits);
+    });
+  }
   c10::cuda::CUDAGuard guard(q_in.device());
   check_attention_inputs(q_in, cache, meta, kv_lora_rank);
   const int64_t tokens = q_in.size(0), heads = q_in.size(1), dim = q_in.size(2);

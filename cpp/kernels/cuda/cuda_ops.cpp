@@ -1,6 +1,7 @@
 #include "kernels/cuda/attention_cuda.h"
 #include "kernels/cuda/moe_cuda.h"
 #include "kernels/cuda/norm_rope_cuda.h"
+#include "kernels/cuda/piecewise_graph_cuda.h"
 #include "kernels/cuda/sampling_cuda.h"
 #include "kernels/cuda/step_graph_cuda.h"
 #include "kernels/cuda/device_timer_cuda.h"
@@ -24,6 +25,7 @@ const KernelOps& ops() {
       .sample_and_verify = sample_and_verify,
       .write_latent_kv = write_latent_kv,
       .capture_graph = capture_graph,
+      .capture_piecewise = capture_piecewise,
       .eager_rows = round_up_rows,
       .make_device_timer = make_device_timer,
   };

@@ -57,11 +57,13 @@ class CudaStepGraph final : public StepGraph {
 
 }  // namespace
 
+at::cuda::MempoolId_t graph_pool(StepGraph* graph) {
+  return graph ? static_cast<CudaStepGraph*>(graph)->pool() : at::cuda::MempoolId_t{0, 0};
+}
+
 std::unique_ptr<StepGraph> capture_graph(const std::function<void()>& body, StepGraph* share_pool_with, int64_t* input,
                                          int64_t input_words) {
-  // {0, 0}: a new private pool.
-  const auto pool = share_pool_with ? static_cast<CudaStepGraph*>(share_pool_with)->pool()
-                                    : at::cuda::MempoolId_t{0, 0};
+  const auto pool = graph_pool(share_pool_with);
   // Capture needs a stream other than the default one; it is ordered after the work before it
   // and before the work after it.
   auto caller = c10::cuda::getCurrentCUDAStream();
