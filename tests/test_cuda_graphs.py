@@ -3,8 +3,8 @@ Greedy output with graphs equals output without them (float32; every first diver
 near-tie of the eager run, since padding changes a GEMM's row count), for k = 0..3 and batches that
 hit padded buckets while sequences finish at different lengths; greedy MTP with graphs equals k = 0
 with graphs, also where requests join the batch mid-decode (their prefill steps fill the MTP cache eagerly and
-replay the graphs of the draft forwards alone). Steps with prompt tokens replay graphs captured the first time a step
-of their padded (ragged) shape comes, unless enable_prefill_graph is off."""
+replay the graphs of the draft forwards alone). Steps with prompt tokens replay piecewise graphs recorded the first time a
+step of their padded row count comes, unless enable_prefill_graph is off."""
 import pytest
 import torch
 
