@@ -241,7 +241,9 @@ void bind_engine(py::module_& m) {
            "drops its sequences' waiting MTP fills instead of catching them up where unpaid[i % len(unpaid)].")
       .def("get_outputs", &Engine::get_outputs, py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
       .def("stats", &Engine::stats)
-      .def("num_graphs", &Engine::num_graphs, "Graphs captured at start-up (0 where the device has none).")
+      .def("num_graphs", &Engine::num_graphs, "Graphs captured so far (0 where the device has none): the decode graphs of start-up, and the piecewise "
+           "graphs of steps with prompt tokens that the engine thread records as their row counts come (read it "
+           "while no step runs).")
       .def("fail", &Engine::fail, py::arg("reason"),
            "Marks the engine failed (a rank died): open requests end with `reason`, new ones are refused.")
       .def("error", &Engine::error, "Why the engine failed, or None.")
