@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# scratch: ragged (prefill) graphs — build, the graph tests, then serving with prefill graphs on vs off (same build).
+# Build, the graph tests, then serving with --enable_prefill_graph true vs false (same build): one server per (flag, method),
+# a warm-up, then c = 32 and 64. Ran on the first try (whole graphs per ragged shape) and on the piecewise graphs of 42c9da4.
 set -uo pipefail
-gunzip -kf .scratch3/sharegpt_heldout.json.gz
+: "${SHAREGPT:?the ShareGPT JSON (held-out split) to sample prompts from}"
 start=$(date +%s)
 STAGES=test TESTS="tests/test_cuda_graphs.py tests/test_eager_rows.py tests/test_cuda_deferred_fill.py tests/test_batch_invariance.py tests/test_cuda_engine.py" bash scripts/gpu_check.sh > $OUT/test_stage.log 2>&1
 echo "tests done in $(( $(date +%s) - start )) s"; tail -1 $OUT/pytest.log; grep -E "^(FAILED|ERROR)|Error|error" $OUT/pytest.log | head -20
@@ -15,12 +16,12 @@ for round in 1; do
       python3 -m mtpserve.cli serve --port $port --num_speculative_tokens $1 --speculative_policy $2 --devices cuda:0 --dtype bfloat16 --enable_prefill_graph $variant > $res/server_${variant}_k$1.log 2>&1 &
       pid=$!
       for i in $(seq 180); do curl -sf http://127.0.0.1:$port/health > /dev/null && break; sleep 1; done
-      python3 -m mtpserve.cli bench --port $port --dataset-name sharegpt --dataset-path .scratch3/sharegpt_heldout.json --sharegpt-split held-out \
+      python3 -m mtpserve.cli bench --port $port --dataset-name sharegpt --dataset-path $SHAREGPT --sharegpt-split held-out \
           --ignore-eos --sharegpt-max-total-len 2000 --num-prompts 64 --max-concurrency 16 --num-warmups 0 --disable-tqdm > /dev/null 2>&1
       for c in 32 64; do
         f=$res/bench_${variant}_r${round}_k$1_c$c.txt
         s0=$(m mtpserve:engine_step_seconds_total); p0=$(m mtpserve:engine_prompt_step_seconds_total); q0=$(m mtpserve:engine_prompt_steps_total)
-        python3 -m mtpserve.cli bench --port $port --dataset-name sharegpt --dataset-path .scratch3/sharegpt_heldout.json --sharegpt-split held-out \
+        python3 -m mtpserve.cli bench --port $port --dataset-name sharegpt --dataset-path $SHAREGPT --sharegpt-split held-out \
           --ignore-eos --sharegpt-max-total-len 2000 --num-prompts $((c * 6)) --max-concurrency $c --num-warmups 0 --disable-tqdm > $f 2>&1
         s1=$(m mtpserve:engine_step_seconds_total); p1=$(m mtpserve:engine_prompt_step_seconds_total); q1=$(m mtpserve:engine_prompt_steps_total)
         dur=$(grep "Benchmark duration" $f | awk -F: '{print $2}')
