@@ -224,6 +224,23 @@ def test_a_full_stash_retires_a_sequence_whose_drafts_do_not_pay_and_no_other():
     assert policy.plan([(0, K_MAX, 100, True, 64)] + full[1:])[2] == [False] * 8
 
 
+def test_drafts_never_accepted_retire_even_where_a_step_with_drafts_was_measured_cheaper():
+    """A CPU GEMM can run more rows in less time, and the per-k offsets price each k as measured: here a step
+    verifying one draft per sequence (and filling) cost less than one without. Drafts that are never accepted add
+    no token all the same, so they do not pay, and a full stash retires the sequence."""
+    verify = [6.1e-3, 5.2e-3, 7.4e-3, 6.0e-3]
+    draft = [1.5e-4, 3.0e-4, 1.6e-3, 2.9e-3]  # by k: the fill alone at k = 0 and 1, then recursions
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
+    batch = [(0, K_MAX, 100, False, 0)]
+    past_warmup(policy, batch)
+    for step in range(40):
+        for k in range(K_MAX + 1):
+            policy.record_verify(1, k, 1 + k, 100 + step, verify[k])
+            policy.record_draft(1, 1 + k, max(k - 1, 0), max(k - 1, 0), draft[k])
+    feed_acceptance(policy, 0, 0, times=20)
+    assert policy.plan([(0, K_MAX, 100, False, 64)])[2] == [True]
+
+
 def test_where_every_step_fills_sequences_retire_after_a_streak_of_plans_that_do_not_pay():
     """fill_every = 1 (a GPU's default): nothing is stashed, so no stash fills up. Where the plan the estimate
     favours is priced below k = 0 without any fill, each sequence counts a failed plan; retire_streak in a row

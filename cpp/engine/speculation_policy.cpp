@@ -297,7 +297,9 @@ double SpeculationPolicy::drafting_gain(int64_t seqs, double context, const std:
     tokens += n * reach[k];
     const Estimate e = estimate({seqs, k, n * static_cast<double>(1 + k), context + n * static_cast<double>(k), tokens,
                                  tokens, n * static_cast<double>(k - 1)});
-    gain = std::max(gain, e.seconds > 0 ? e.tokens * base.seconds / (base.tokens * e.seconds) : kUnbounded);
+    // A step that verifies drafts does at least the work of one that does not. Where the fits' noise (a k's
+    // offset) says otherwise, that must not pass for a gain: drafts that are never accepted would seem to pay.
+    gain = std::max(gain, e.tokens / (base.tokens * std::max(e.seconds, base.seconds)) * base.seconds);
   }
   return gain;
 }
