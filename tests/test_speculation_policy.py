@@ -154,18 +154,25 @@ def test_the_verify_cost_fit_recovers_a_linear_law():
     assert policy.verify_seconds(32, 1, 40, 4000) == 0  # nothing measured at 32..63 sequences yet
 
 
-def test_a_step_cost_that_is_not_linear_in_k_is_learned_per_k():
-    """Batch 1 on the CPU: verifying 3 rows per sequence took longer than 4 (a GEMM's kernel choice). A line
-    through the four k's would pick k = 1 here; the per-k offsets price each k as measured, and k = 3 pays."""
-    verify = [5.2e-3, 6.1e-3, 7.4e-3, 6.0e-3]
-    draft = [1.5e-3, 1.7e-3, 3.3e-3, 4.6e-3]  # by k: the fill alone at k = 0 and 1, then recursions
-    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+def one_sequence_costing(policy, verify, draft):
+    """Past the warm-up of a batch of one, steps of each k timed verify[k] and draft[k] (the fill alone at k = 0
+    and 1, then recursions); returns the batch."""
     batch = [(0, K_MAX, 100, False, 0)]
     past_warmup(policy, batch)
     for step in range(40):
         for k in range(K_MAX + 1):
             policy.record_verify(1, k, 1 + k, 100 + step, verify[k])
             policy.record_draft(1, 1 + k, max(k - 1, 0), max(k - 1, 0), draft[k])
+    return batch
+
+
+def test_a_step_cost_that_is_not_linear_in_k_is_learned_per_k():
+    """Batch 1 on the CPU: verifying 3 rows per sequence took longer than 4 (a GEMM's kernel choice). A line
+    through the four k's would pick k = 1 here; the per-k offsets price each k as measured, and k = 3 pays."""
+    verify = [5.2e-3, 6.1e-3, 7.4e-3, 6.0e-3]
+    draft = [1.5e-3, 1.7e-3, 3.3e-3, 4.6e-3]
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    batch = one_sequence_costing(policy, verify, draft)
     for accepted in [3] * 9 + [2] * 3 + [1] * 4 + [0] * 4:
         policy.record_acceptance(0, 3, accepted)
     for k in range(K_MAX + 1):
@@ -229,14 +236,9 @@ def test_drafts_never_accepted_retire_even_where_a_step_with_drafts_was_measured
     verifying one draft per sequence (and filling) cost less than one without. Drafts that are never accepted add
     no token all the same, so they do not pay, and a full stash retires the sequence."""
     verify = [6.1e-3, 5.2e-3, 7.4e-3, 6.0e-3]
-    draft = [1.5e-4, 3.0e-4, 1.6e-3, 2.9e-3]  # by k: the fill alone at k = 0 and 1, then recursions
+    draft = [1.5e-4, 3.0e-4, 1.6e-3, 2.9e-3]
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
-    batch = [(0, K_MAX, 100, False, 0)]
-    past_warmup(policy, batch)
-    for step in range(40):
-        for k in range(K_MAX + 1):
-            policy.record_verify(1, k, 1 + k, 100 + step, verify[k])
-            policy.record_draft(1, 1 + k, max(k - 1, 0), max(k - 1, 0), draft[k])
+    one_sequence_costing(policy, verify, draft)
     feed_acceptance(policy, 0, 0, times=20)
     assert policy.plan([(0, K_MAX, 100, False, 64)])[2] == [True]
 
