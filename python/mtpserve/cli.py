@@ -48,7 +48,7 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                              "sequences (GPUs only; false runs every step eagerly)")
     parser.add_argument("--enable_prefill_graph", type=parse_bool, default=defaults["enable_prefill_graph"].default,
                         help="with --enable_graph, steps with prompt tokens replay CUDA graphs too, each captured the "
-                             "first time a step of its padded shape comes (one rank; false runs them eagerly)")
+                             "first time a step of its padded row count comes (one rank; false runs them eagerly)")
 
 
 def engine_kwargs(ns: argparse.Namespace) -> dict:

@@ -44,7 +44,7 @@ class EngineArgs:
     enable_graph: bool = True
     graph_max_batch: int = 256
     # With enable_graph, steps with prompt tokens replay CUDA graphs too, each captured the first time a step of
-    # its padded shape comes (on one rank; with tensor parallelism they run eagerly).
+    # its padded row count comes (on one rank; with tensor parallelism they run eagerly).
     enable_prefill_graph: bool = True
     # Expert parallelism: 1, or the number of ranks (--nnodes), each then holding its share of the routed
     # experts whole (attention stays tensor parallel over the ranks of each attention group).

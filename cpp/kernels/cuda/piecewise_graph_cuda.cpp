@@ -2,9 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 
 #include <stdexcept>
 #include <vector>
@@ -71,15 +68,8 @@ at::Tensor record_attention(const at::Tensor& q, AttentionRun run) { return reco
 
 std::unique_ptr<PiecewiseGraph> capture_piecewise(const std::function<void()>& body, StepGraph* share_pool_with,
                                                   const at::Tensor& queries, const at::Tensor& outputs) {
-  // As capture_graph(): recorded on a side stream, ordered after the work before it and before the work after it.
-  auto caller = c10::cuda::getCurrentCUDAStream();
-  auto side = c10::cuda::getStreamFromPool();
-  c10::cuda::CUDAEvent ready;
-  ready.record(caller);
-  ready.block(side);
   auto graph = std::make_unique<CudaPiecewiseGraph>(queries, outputs, graph_pool(share_pool_with));
-  {
-    c10::cuda::CUDAStreamGuard guard(side);
+  on_capture_stream([&] {
     body();
     recording = graph.get();
     try {
@@ -91,10 +81,7 @@ std::unique_ptr<PiecewiseGraph> capture_piecewise(const std::function<void()>& b
       throw;
     }
     recording = nullptr;
-  }
-  c10::cuda::CUDAEvent done;
-  done.record(side);
-  done.block(caller);
+  });
   return graph;
 }
 

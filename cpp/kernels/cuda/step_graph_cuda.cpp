@@ -61,28 +61,32 @@ at::cuda::MempoolId_t graph_pool(StepGraph* graph) {
   return graph ? static_cast<CudaStepGraph*>(graph)->pool() : at::cuda::MempoolId_t{0, 0};
 }
 
-std::unique_ptr<StepGraph> capture_graph(const std::function<void()>& body, StepGraph* share_pool_with, int64_t* input,
-                                         int64_t input_words) {
-  const auto pool = graph_pool(share_pool_with);
-  // Capture needs a stream other than the default one; it is ordered after the work before it
-  // and before the work after it.
+void on_capture_stream(const std::function<void()>& work) {
   auto caller = c10::cuda::getCurrentCUDAStream();
   auto side = c10::cuda::getStreamFromPool();
   c10::cuda::CUDAEvent ready;
   ready.record(caller);
   ready.block(side);
-  auto graph = std::make_unique<CudaStepGraph>(input, input_words);
   {
     c10::cuda::CUDAStreamGuard guard(side);
+    work();
+  }
+  c10::cuda::CUDAEvent done;
+  done.record(side);
+  done.block(caller);
+}
+
+std::unique_ptr<StepGraph> capture_graph(const std::function<void()>& body, StepGraph* share_pool_with, int64_t* input,
+                                         int64_t input_words) {
+  const auto pool = graph_pool(share_pool_with);
+  auto graph = std::make_unique<CudaStepGraph>(input, input_words);
+  on_capture_stream([&] {
     body();
     // Thread-local: under tensor parallelism NCCL's watchdog thread queries its events meanwhile.
     graph->graph().capture_begin(pool, cudaStreamCaptureModeThreadLocal);
     body();
     graph->graph().capture_end();
-  }
-  c10::cuda::CUDAEvent done;
-  done.record(side);
-  done.block(caller);
+  });
   return graph;
 }
 
