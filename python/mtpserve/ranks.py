@@ -34,6 +34,8 @@ logger = logging.getLogger("mtpserve.ranks")
 
 # How long an orderly worker waits for its C++ loop to end once told to stop.
 _STOP_GRACE_S = 3.0
+# How long after a failed collective a rank that died on this host may still look alive (exiting, not yet a zombie).
+_EXIT_SEEN_WITHIN_S = 1.0
 
 
 class MasterRank:
@@ -84,18 +86,25 @@ class MasterRank:
         own text (gloo's, nccl's) goes to the log once."""
         if error.startswith("rank ") or error.startswith("the tensor-parallel group failed"):
             return error  # ours already
-        if error not in self._logged:
+        first_sight = error not in self._logged
+        if first_sight:
             self._logged.add(error)
             logger.error("rank 0: the engine failed: %s", error)
-        dead = self.master.dead_local_ranks()
-        if dead:
-            return (f"the tensor-parallel group failed: rank {dead[0]} is gone (its process exited); the "
-                    "server cannot generate until the group is restarted")
-        ok, reason = self.master.health()
-        if not ok:
-            return f"the tensor-parallel group failed: {reason}"
-        return ("the tensor-parallel group failed: a collective between the ranks failed (a rank died or "
-                "hangs; see the ranks' logs)")
+        # A rank killed on this host closes its sockets, which fails the collective at once, a moment before
+        # its process is seen gone: the first sight of a failure waits that moment out.
+        deadline = time.monotonic() + (_EXIT_SEEN_WITHIN_S if first_sight else 0.0)
+        while True:
+            dead = self.master.dead_local_ranks()
+            if dead:
+                return (f"the tensor-parallel group failed: rank {dead[0]} is gone (its process exited); the "
+                        "server cannot generate until the group is restarted")
+            ok, reason = self.master.health()
+            if not ok:
+                return f"the tensor-parallel group failed: {reason}"
+            if time.monotonic() >= deadline:
+                return ("the tensor-parallel group failed: a collective between the ranks failed (a rank died or "
+                        "hangs; see the ranks' logs)")
+            time.sleep(0.01)
 
     def stop(self) -> None:
         self.master.stop()
