@@ -46,7 +46,7 @@ class MasterRank:
         from mtpserve.control import ControlMaster, RankAgent
         from mtpserve.engine import EngineCore
 
-        self._logged: set[str] = set()
+        self._first_seen: dict[str, float] = {}  # failure text -> when first described (monotonic)
         host, port = distributed.parse_master_addr(master_node_addr)
         self.master = ControlMaster(nnodes, token=cluster_token).start(host, port)
         self.agent = RankAgent(master_node_addr, 0, nnodes, token=cluster_token)
@@ -86,13 +86,13 @@ class MasterRank:
         own text (gloo's, nccl's) goes to the log once."""
         if error.startswith("rank ") or error.startswith("the tensor-parallel group failed"):
             return error  # ours already
-        first_sight = error not in self._logged
-        if first_sight:
-            self._logged.add(error)
+        if error not in self._first_seen:
+            self._first_seen[error] = time.monotonic()
             logger.error("rank 0: the engine failed: %s", error)
         # A rank killed on this host closes its sockets, which fails the collective at once, a moment before
-        # its process is seen gone: the first sight of a failure waits that moment out.
-        deadline = time.monotonic() + (_EXIT_SEEN_WITHIN_S if first_sight else 0.0)
+        # its process is seen gone: until that moment has passed since the failure was first seen, every
+        # description (a stream's, /health's, from any thread) waits for it.
+        deadline = self._first_seen[error] + _EXIT_SEEN_WITHIN_S
         while True:
             dead = self.master.dead_local_ranks()
             if dead:
