@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The device calls behind this folder, one stage per call (each builds first; SHAREGPT: the held-out ShareGPT JSON):
 #   bash docs/gpu/longer_cells_1127/calls.sh tests sweep_t15 | trace sweep_greedy | offline | kernels | launches |
-#        instances | t15_alone
+#        instances | t15_alone | sweep_greedy_small
 set -uo pipefail
 : "${SHAREGPT:?the ShareGPT JSON (held-out split) to sample prompts from}"
 STAGES=none bash scripts/gpu_check.sh > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
@@ -40,6 +40,7 @@ for stage in "$@"; do
              > $OUT/gpu_tests.txt 2>&1; tail -1 $OUT/gpu_tests.txt ;;
     sweep_t15) sweep sweep_t15 --ks 0 --concurrencies 1,2,4,8,16,32,64,80 --repeats 3 --temperature 1.5 ;;
     sweep_greedy) sweep sweep_greedy_c16_80 --ks 0,1,2,3 --concurrencies 16,32,64,80 --repeats 5 --temperature 0 ;;
+    sweep_greedy_small) sweep sweep_greedy_c1_8 --ks 0,1,2,3 --concurrencies 1,2,4,8 --repeats 3 --temperature 0 ;;
     trace) python3 scripts/trace_adaptive_steps.py --devices cuda:0 --dtype bfloat16 --batch 64 --temperature 1.5 \
              --against-k0 --runs 6 --short | grep -v Loading | tee $OUT/trace_t15_b64.txt ;;
     offline) offline offline_adaptive_gpu_r9.json --ks 0 1 2 3
