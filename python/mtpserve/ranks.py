@@ -34,8 +34,6 @@ logger = logging.getLogger("mtpserve.ranks")
 
 # How long an orderly worker waits for its C++ loop to end once told to stop.
 _STOP_GRACE_S = 3.0
-# How long after a failed collective a rank that died on this host may still look alive (exiting, not yet a zombie).
-_EXIT_SEEN_WITHIN_S = 1.0
 
 
 class MasterRank:
@@ -46,7 +44,7 @@ class MasterRank:
         from mtpserve.control import ControlMaster, RankAgent
         from mtpserve.engine import EngineCore
 
-        self._first_seen: dict[str, float] = {}  # failure text -> when first described (monotonic)
+        self._logged: set[str] = set()
         host, port = distributed.parse_master_addr(master_node_addr)
         self.master = ControlMaster(nnodes, token=cluster_token).start(host, port)
         self.agent = RankAgent(master_node_addr, 0, nnodes, token=cluster_token)
@@ -86,25 +84,18 @@ class MasterRank:
         own text (gloo's, nccl's) goes to the log once."""
         if error.startswith("rank ") or error.startswith("the tensor-parallel group failed"):
             return error  # ours already
-        if error not in self._first_seen:
-            self._first_seen[error] = time.monotonic()
+        if error not in self._logged:
+            self._logged.add(error)
             logger.error("rank 0: the engine failed: %s", error)
-        # A rank killed on this host closes its sockets, which fails the collective at once, a moment before
-        # its process is seen gone: until that moment has passed since the failure was first seen, every
-        # description (a stream's, /health's, from any thread) waits for it.
-        deadline = self._first_seen[error] + _EXIT_SEEN_WITHIN_S
-        while True:
-            dead = self.master.dead_local_ranks()
-            if dead:
-                return (f"the tensor-parallel group failed: rank {dead[0]} is gone (its process exited); the "
-                        "server cannot generate until the group is restarted")
-            ok, reason = self.master.health()
-            if not ok:
-                return f"the tensor-parallel group failed: {reason}"
-            if time.monotonic() >= deadline:
-                return ("the tensor-parallel group failed: a collective between the ranks failed (a rank died or "
-                        "hangs; see the ranks' logs)")
-            time.sleep(0.01)
+        dead = self.master.dead_local_ranks()
+        if dead:
+            return (f"the tensor-parallel group failed: rank {dead[0]} is gone (its process exited); the "
+                    "server cannot generate until the group is restarted")
+        ok, reason = self.master.health()
+        if not ok:
+            return f"the tensor-parallel group failed: {reason}"
+        return ("the tensor-parallel group failed: a collective between the ranks failed (a rank died or "
+                "hangs; see the ranks' logs)")
 
     def stop(self) -> None:
         self.master.stop()

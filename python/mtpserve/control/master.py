@@ -37,6 +37,10 @@ _MONITOR_TICK_S = 0.2
 TOKEN_METADATA_KEY = "x-mtpserve-cluster-token"
 MAX_PLAUSIBLE_BLOCKS = 1 << 40  # more KV blocks than any machine holds: a forged or corrupt count
 _MAX_HOSTNAME = 255
+# Linux's per-task flag for an exit under way (/proc/PID/stat field 9): it is set before the process's files, its
+# sockets among them, are closed, so a rank whose death has just failed a collective already shows it, a moment
+# before it is a zombie.
+_PF_EXITING = 0x4
 
 
 class ControlMaster(pb_grpc.ControlServicer):
@@ -132,10 +136,11 @@ class ControlMaster(pb_grpc.ControlServicer):
             except OSError:
                 pass
             else:
-                try:  # a zombie (launch's child not reaped yet) is gone too
+                try:  # a zombie (launch's child not reaped yet) is gone too, as is a process whose exit has begun
                     with open(f"/proc/{pid}/stat") as f:
-                        if f.read().rsplit(") ", 1)[-1][:1] == "Z":
-                            dead.append(rank)
+                        fields = f.read().rsplit(") ", 1)[-1].split()
+                    if fields[0] in ("Z", "X") or int(fields[6]) & _PF_EXITING:
+                        dead.append(rank)
                 except OSError:
                     pass
         return dead
