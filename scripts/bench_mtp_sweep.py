@@ -14,6 +14,12 @@ the servers stop and --out-dir gets:
   raw/<method>_c<concurrency>.json  each run's full result (every request's chunk timestamps)
   server_<method>.log               each server's output
 
+With --isolated only one server is alive at a time: each repeat starts the methods' servers one after another
+(in an order rotated each repeat), runs every concurrency against it, and stops it, so each repeat meets a fresh
+engine instance of every method (on the GPU machine, engine instances of one configuration measured up to 20% apart
+in step time, and two servers alive together spread more than one alone). A fresh server then warms up at each
+concurrency with max(c, --num-warmups) untimed requests sent c at a time, as a long-running server would be warm.
+
 Every method sees the same prompts at a given concurrency (the seed is --seed + the concurrency's index, so
 consecutive concurrencies do not resend the same prompts into a warm prefix cache). Server flags other than
 --model, --port, --num_speculative_tokens and --speculative_policy go after `--`. `Chosen k` is the share of
@@ -96,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server-cmd", default=f"{shlex.quote(sys.executable)} -m mtpserve.cli serve",
                    help="command that starts the server, before its flags")
     p.add_argument("--server-timeout", type=float, default=600.0, help="seconds to wait for /health")
+    p.add_argument("--isolated", action="store_true",
+                   help="one server alive at a time, started afresh for each repeat (see above)")
     p.add_argument("--replot", action="store_true", help="only rewrite results.md and the plots from sweep.json")
     bench = p.add_argument_group("benchmark flags (as `mtpserve bench`)")
     add_bench_args(bench, skip=SWEEP_SKIP)
@@ -117,10 +125,10 @@ def free_port() -> int:
 
 
 def start_server(server_cmd: list[str], model: str | None, k: int, policy: str, port: int, extra: list[str],
-                 log_path: Path):
+                 log_path: Path, append: bool = False):
     cmd = list(server_cmd) + (["--model", model] if model else []) + [
         "--port", str(port), "--num_speculative_tokens", str(k), "--speculative_policy", policy] + list(extra)
-    log = open(log_path, "w", encoding="utf-8")
+    log = open(log_path, "a" if append else "w", encoding="utf-8")
     log.write("$ " + shlex.join(cmd) + "\n")
     log.flush()
     env = dict(os.environ)
@@ -131,7 +139,8 @@ def start_server(server_cmd: list[str], model: str | None, k: int, policy: str, 
 
 
 def wait_healthy(proc, base_url: str, timeout_s: float, log_path: Path) -> None:
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    deadline = started + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the server exited with {proc.returncode} before it was healthy:\n"
@@ -139,6 +148,7 @@ def wait_healthy(proc, base_url: str, timeout_s: float, log_path: Path) -> None:
         try:
             with urllib.request.urlopen(base_url + "/health", timeout=2) as resp:
                 if resp.status == 200:
+                    print(f"   {base_url} healthy after {time.monotonic() - started:.1f} s", flush=True)
                     return
         except (urllib.error.URLError, OSError):
             pass
@@ -166,6 +176,13 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def rotated(items: list, by: int) -> list:
+    """`items` rotated left by `by`: each repeat starts with another method, so that no method always follows the
+    same one."""
+    by %= len(items)
+    return items[by:] + items[:by]
 
 
 def file_name(method: str) -> str:
@@ -338,44 +355,61 @@ def main(argv: list[str] | None = None) -> int:
     errors = []
     methods = [(k, "fixed") for k in ns.ks] + [(k, "adaptive") for k in ns.adaptive_k_max]
     servers = {}
+    cells = {}  # (method, concurrency) -> its repeats' rows
+
+    def start(k: int, policy: str, append: bool = False) -> None:
+        method = method_name(k, policy)
+        log_path = out_dir / f"server_{file_name(method)}.log"
+        port = free_port()
+        print(f"== {method}: starting the server on 127.0.0.1:{port} (log: {log_path})", flush=True)
+        proc, cmd = start_server(server_cmd, ns.model, k, policy, port, server_extra, log_path, append)
+        servers[k, policy] = (proc, cmd, f"http://127.0.0.1:{port}", log_path)
+
+    def measure(k: int, policy: str, i: int, repeat: int, warmups: int) -> None:
+        _, cmd, base_url, _ = servers[k, policy]
+        c, method = ns.concurrencies[i], method_name(k, policy)
+        cfg = config_from_args(ns, base_url=base_url, max_concurrency=c, num_prompts=num_prompts(ns, c),
+                               seed=ns.seed + i, save_result=None, num_warmups=warmups)
+        result = run(cfg, tokenizer)
+        result.save(out_dir / "raw" / f"{file_name(method)}_c{c}_r{repeat}.json")
+        row = summary_row(method, k, policy, c, result)
+        row["server_command"] = shlex.join(cmd)
+        cells.setdefault((method, c), []).append(row)
+        if sweep["bench_config"] is None:
+            config = result.to_dict(with_records=False)["config"]
+            sweep["bench_config"] = {key: v for key, v in config.items()
+                                     if key not in ("base_url", "max_concurrency", "num_prompts", "seed")}
+        acc = row["acceptance_rate"]
+        print(f"   {method} c={c} repeat {repeat}: {row['completed']}/{row['num_prompts']} ok, mean TPOT "
+              f"{_fmt(row['mean_tpot_ms'], '.2f')} ms, mean TTFT {_fmt(row['mean_ttft_ms'], '.2f')} ms, "
+              f"{row['output_throughput']:.1f} out tok/s"
+              + (f", acceptance {100 * acc:.1f}%" if acc is not None else "")
+              + (f", chosen k {chosen_k(row)}" if row["steps_by_k"] else ""), flush=True)
+        sweep["rows"] = [median_row(rows) for rows in cells.values()]
+        write_outputs(sweep, out_dir)  # partial results survive an interrupted sweep
+
     try:
-        for k, policy in methods:
-            method = method_name(k, policy)
-            log_path = out_dir / f"server_{file_name(method)}.log"
-            port = free_port()
-            print(f"== {method}: starting the server on 127.0.0.1:{port} (log: {log_path})", flush=True)
-            proc, cmd = start_server(server_cmd, ns.model, k, policy, port, server_extra, log_path)
-            servers[k, policy] = (proc, cmd, f"http://127.0.0.1:{port}", log_path)
-        for proc, _, base_url, log_path in servers.values():
-            wait_healthy(proc, base_url, ns.server_timeout, log_path)
-        for i, c in enumerate(ns.concurrencies):
-            if c <= 0:
-                raise ValueError(f"concurrency must be positive, got {c}")
-            repeats = {}
+        bad = [c for c in ns.concurrencies if c <= 0]
+        if bad:
+            raise ValueError(f"concurrency must be positive, got {bad[0]}")
+        if ns.isolated:
             for repeat in range(ns.repeats):
-                turn = list(servers.items())
-                turn = turn[repeat % len(turn):] + turn[:repeat % len(turn)]
-                for (k, policy), (_, cmd, base_url, _) in turn:
-                    method = method_name(k, policy)
-                    cfg = config_from_args(ns, base_url=base_url, max_concurrency=c, num_prompts=num_prompts(ns, c),
-                                           seed=ns.seed + i, save_result=None)
-                    result = run(cfg, tokenizer)
-                    result.save(out_dir / "raw" / f"{file_name(method)}_c{c}_r{repeat}.json")
-                    row = summary_row(method, k, policy, c, result)
-                    row["server_command"] = shlex.join(cmd)
-                    repeats.setdefault(method, []).append(row)
-                    if sweep["bench_config"] is None:
-                        config = result.to_dict(with_records=False)["config"]
-                        sweep["bench_config"] = {key: v for key, v in config.items()
-                                                 if key not in ("base_url", "max_concurrency", "num_prompts", "seed")}
-                    acc = row["acceptance_rate"]
-                    print(f"   {method} c={c} repeat {repeat}: {row['completed']}/{row['num_prompts']} ok, mean TPOT "
-                          f"{_fmt(row['mean_tpot_ms'], '.2f')} ms, mean TTFT {_fmt(row['mean_ttft_ms'], '.2f')} ms, "
-                          f"{row['output_throughput']:.1f} out tok/s"
-                          + (f", acceptance {100 * acc:.1f}%" if acc is not None else "")
-                          + (f", chosen k {chosen_k(row)}" if row["steps_by_k"] else ""), flush=True)
-            sweep["rows"] += [median_row(rows) for rows in repeats.values()]
-            write_outputs(sweep, out_dir)  # partial results survive an interrupted sweep
+                for k, policy in rotated(methods, repeat):
+                    start(k, policy, append=repeat > 0)
+                    proc, _, base_url, log_path = servers[k, policy]
+                    wait_healthy(proc, base_url, ns.server_timeout, log_path)
+                    for i, c in enumerate(ns.concurrencies):
+                        measure(k, policy, i, repeat, max(c, ns.num_warmups))
+                    stop_server(servers.pop((k, policy))[0])
+        else:
+            for k, policy in methods:
+                start(k, policy)
+            for proc, _, base_url, log_path in servers.values():
+                wait_healthy(proc, base_url, ns.server_timeout, log_path)
+            for i in range(len(ns.concurrencies)):
+                for repeat in range(ns.repeats):
+                    for k, policy in rotated(methods, repeat):
+                        measure(k, policy, i, repeat, ns.num_warmups)
     except Exception as e:
         msg = f"{type(e).__name__}: {e}"
         print("   error: " + msg, file=sys.stderr, flush=True)
