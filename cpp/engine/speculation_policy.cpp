@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 
@@ -212,9 +213,15 @@ SpeculationPolicy::Choice SpeculationPolicy::best(const std::vector<DraftCandida
   for (int64_t k = 1; k <= k_max_; ++k) {
     DraftPlan plan = uniform(candidates, k);
     const Estimate full = estimate(candidates, reach, others, plan);
-    trim(candidates, reach, full.seconds / full.tokens, num_seqs, plan);
-    const Estimate e = estimate(candidates, reach, others, plan);
-    const double rate = e.tokens / e.seconds;
+    DraftPlan trimmed = plan;
+    trim(candidates, reach, full.seconds / full.tokens, num_seqs, trimmed);
+    const Estimate e = estimate(candidates, reach, others, trimmed);
+    // Trimming judges each draft at the plan's mean rate; where that misjudges it, the uniform plan stands.
+    double rate = full.tokens / full.seconds;
+    if (e.tokens * full.seconds > full.tokens * e.seconds) {
+      rate = e.tokens / e.seconds;
+      plan = std::move(trimmed);
+    }
     rate_at[plan.step_k] = std::max(rate_at[plan.step_k], rate);
     if (rate > best_rate) {
       best_rate = rate;
@@ -231,7 +238,9 @@ void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,
                              int64_t num_seqs, DraftPlan& plan) const {
   for (size_t s = 0; s < candidates.size(); ++s) {
     int64_t& k = plan.drafts[s];
-    while (!candidates[s].pinned && k > 0 && reach[s][k] * seconds_per_token < costs_.seconds_per_draft(num_seqs)) --k;
+    while (!candidates[s].pinned && k > 0 && reach[s][k] * seconds_per_token < costs_.seconds_per_draft(num_seqs, k)) {
+      --k;
+    }
   }
   plan.step_k = *std::max_element(plan.drafts.begin(), plan.drafts.end());
 }
@@ -251,7 +260,7 @@ std::vector<bool> SpeculationPolicy::failing(const std::vector<DraftCandidate>& 
 
 bool SpeculationPolicy::acceptance_to_blame(const DraftCandidate& c, const Load& load, bool always_pays,
                                             const std::vector<double>& reach) const {
-  if (drafting_pays(load.seqs, load.context, reach)) return false;
+  if (!poorly_accepted(reach) || drafting_pays(load.seqs, load.context, reach)) return false;
   // Its acceptance is to blame where always-accepted drafts would pay: in this step, or alone in one
   // (where drafting pays most). Elsewhere the load is, and it keeps its stash for when the load falls.
   const auto own = static_cast<double>(c.context);
@@ -280,6 +289,11 @@ std::optional<std::vector<double>> SpeculationPolicy::class_reach(const DraftCan
   const auto high = acceptance_.class_high(c.sampling_class);
   if (!high) return std::nullopt;
   return reach_of(*high);
+}
+
+bool SpeculationPolicy::poorly_accepted(const std::vector<double>& reach) const {
+  const double tokens = std::accumulate(reach.begin(), reach.end(), 0.0);  // reach[0] = 1: the bonus token
+  return static_cast<double>(k_max_ + 1) > (1 + kBlameMargin) * tokens;
 }
 
 bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const {

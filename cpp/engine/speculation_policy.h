@@ -25,7 +25,8 @@
 // A sequence whose fills wait (deferred) and whose drafts fail - its own measured acceptance makes
 // drafting not pay (the estimate would choose k = 0 for a batch of sequences that all had it), where
 // drafts that are always accepted would pay (in this batch, or alone in a step: where they would
-// not, the costs decide, not the sequence) - takes no drafts, probes included (a probe would only
+// not, the costs decide, not the sequence), and they would emit clearly more tokens than its own (kBlameMargin;
+// otherwise the costs are to blame too) - takes no drafts, probes included (a probe would only
 // catch it up), and is retired once its stash is full (DraftPlan::retire): the engine drops its
 // stash and never drafts for it again, so it stops paying the MTP layer's fill and catch-ups (it
 // does not resume drafting if the load falls later). Drafts that are always accepted never fail. A
@@ -132,6 +133,13 @@ class SpeculationPolicy {
   // Where every step fills: how much better than a step without MTP a sequence's drafts must be, were every
   // sequence's like its own, to restart its streak of failed plans (see above).
   static constexpr double kExemptMargin = 0.25;
+  // Where fills are deferred: how many more tokens per step (at k_max) always-accepted drafts must emit than a
+  // sequence's own for its acceptance to be blamed (see above). At c >= 64 on a CPU, where the best fixed k gains
+  // about 1.2x, a 10-20% drift of the step costs moved the gain of greedy drafts accepted 85-92% of the time below
+  // 1 while always-accepted ones still paid: without this margin 27-78 such sequences per run retired for good,
+  // and the steps ran k = 0 a quarter of the time. Drafts accepted 85% of the time emit 1/1.26 of the tokens of
+  // always-accepted ones at k = 3; accepted 1 time in 8 (temperature 1.5), 1/3.5.
+  static constexpr double kBlameMargin = 0.5;
 
   // fill_every: 1 where every step fills; else the most steps a fill is deferred by.
   SpeculationPolicy(SpeculationPolicyKind kind, int64_t k_max, int64_t fill_every = 1);
@@ -191,9 +199,12 @@ class SpeculationPolicy {
   // accepted, in this batch (`always_pays`) or for the sequence alone in a step.
   std::vector<bool> failing(const std::vector<DraftCandidate>& candidates, const Load& load, bool always_pays) const;
   // Whether drafts with these reach probabilities do not pay at `load` because of their acceptance: always-accepted
-  // drafts would pay, in this step (`always_pays`) or for the sequence alone in a step.
+  // drafts would pay, in this step (`always_pays`) or for the sequence alone in a step, and the drafts are poorly
+  // accepted (poorly_accepted).
   bool acceptance_to_blame(const DraftCandidate& c, const Load& load, bool always_pays,
                            const std::vector<double>& reach) const;
+  // Whether always-accepted drafts would emit more than 1 + kBlameMargin times the tokens of these, at k_max.
+  bool poorly_accepted(const std::vector<double>& reach) const;
   // The reach probabilities of the record of a new sequence's sampling class, one standard error high, where the
   // sequence has no record of its own yet (and is not pinned) and the class has one; none otherwise. Classifies
   // the sequence, so that its verifications count towards its class.

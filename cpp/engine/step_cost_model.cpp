@@ -95,10 +95,11 @@ double StepCostModel::draft_seconds(int64_t num_seqs, double fill_rows, double r
                            offset(f->draft_offsets, static_cast<size_t>(recursions)));
 }
 
-double StepCostModel::seconds_per_draft(int64_t num_seqs) const {
+double StepCostModel::seconds_per_draft(int64_t num_seqs, int64_t position) const {
   const Fits* f = find(num_seqs);
   if (f == nullptr) return 0.0;
-  return f->verify.coefficients()[1] + f->verify.coefficients()[2] + f->draft.coefficients()[3];
+  const double verify = f->verify.coefficients()[1] + f->verify.coefficients()[2];
+  return position > 1 ? verify + f->draft.coefficients()[3] : verify;
 }
 
 }  // namespace mtpserve

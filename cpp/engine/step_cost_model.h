@@ -39,9 +39,9 @@ class StepCostModel {
   double verify_seconds(int64_t num_seqs, int64_t step_k, double rows, double context) const;
   // 0 where nothing fills: the step runs no MTP forward.
   double draft_seconds(int64_t num_seqs, double fill_rows, double recursions, double recursion_rows) const;
-  // Seconds one more draft adds to a step: its verify row, its token of context and its
-  // recursion row.
-  double seconds_per_draft(int64_t num_seqs) const;
+  // Seconds a sequence's draft at `position` (1..k) adds to a step: its verify row, its token of context and,
+  // past the first (which the fill drafts), its recursion row.
+  double seconds_per_draft(int64_t num_seqs, int64_t position) const;
 
  private:
   // A signed mean with the fits' forgetting: a step's time beyond its fit's line.
