@@ -208,7 +208,7 @@ SpeculationPolicy::Choice SpeculationPolicy::best(const std::vector<DraftCandida
   Estimate base = estimate(candidates, reach, others, choice.plan);
   if (base.seconds <= 0) return {uniform(candidates, k_max_), false};  // no timings yet: nothing to weigh
   double best_rate = base.tokens / base.seconds;
-  std::vector<double> rate_at(k_max_ + 1, 0.0);  // by the step k a plan ends with, once trimmed
+  std::vector<double> rate_at(k_max_ + 1, 0.0);  // by the step k of the plan kept for each k (trimmed or not)
   rate_at[0] = best_rate;
   for (int64_t k = 1; k <= k_max_; ++k) {
     DraftPlan plan = uniform(candidates, k);
