@@ -26,7 +26,7 @@ double standard_error(double p, double weight) { return std::sqrt(p * (1 - p) / 
 }  // namespace
 
 AcceptanceStats::AcceptanceStats(int64_t k_max)
-    : k_max_(k_max), engine_{std::vector<double>(k_max, 0.0), std::vector<double>(k_max, 0.0)} {}
+    : k_max_(k_max), engine_{std::vector<double>(k_max, 0.0), std::vector<double>(k_max, 0.0)}, engine_p_(mean(engine_)) {}
 
 void AcceptanceStats::observe(Counts& counts, double forget, int64_t drafts, int64_t accepted) const {
   // Positions 1..accepted were accepted; position accepted + 1, if drafted, was the first rejected;
@@ -54,6 +54,7 @@ std::vector<double> AcceptanceStats::mean(const Counts& counts) const {
 
 void AcceptanceStats::record(int64_t seq_id, int64_t drafts, int64_t accepted) {
   observe(engine_, kEngineForget, drafts, accepted);
+  engine_p_ = mean(engine_);
   observe(entry(sequences_, seq_id), kSequenceForget, drafts, accepted);
   if (const auto cls = class_of_.find(seq_id); cls != class_of_.end()) {
     observe(entry(classes_, cls->second), kEngineForget, drafts, accepted);
@@ -81,10 +82,8 @@ void AcceptanceStats::lean_on_class(int64_t sampling_class) {
   leaned_.erase(sampling_class);
 }
 
-std::vector<double> AcceptanceStats::engine() const { return mean(engine_); }
-
 std::vector<double> AcceptanceStats::sequence(int64_t seq_id) const {
-  std::vector<double> p = engine();
+  std::vector<double> p = engine_p_;
   auto it = sequences_.find(seq_id);
   if (it == sequences_.end()) return p;
   const Counts& own = it->second;

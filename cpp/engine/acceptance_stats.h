@@ -19,7 +19,7 @@ class AcceptanceStats {
   void forget(int64_t seq_id);
 
   // Engine-wide p[j], j = 0..k_max-1.
-  std::vector<double> engine() const;
+  const std::vector<double>& engine() const { return engine_p_; }
   // The sequence's p[j]: its own record shrunk towards the engine-wide estimate.
   std::vector<double> sequence(int64_t seq_id) const;
   // sequence()'s p[j] less one standard error: what its drafts can be counted on for, on the evidence so far
@@ -59,6 +59,7 @@ class AcceptanceStats {
 
   int64_t k_max_;
   Counts engine_;
+  std::vector<double> engine_p_;  // mean(engine_): every plan reads it once per sequence
   std::unordered_map<int64_t, Counts> sequences_;
   std::unordered_map<int64_t, int64_t> class_of_;  // by sequence id
   std::unordered_map<int64_t, Counts> classes_;

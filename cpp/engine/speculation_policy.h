@@ -188,6 +188,8 @@ class SpeculationPolicy {
   };
   static Load load_of(const std::vector<DraftCandidate>& candidates, const NonDrafting& others);
   DraftPlan forced(const std::vector<DraftCandidate>& candidates);
+  // Each candidate's drafts at step k: k within its budget (k_max where pinned).
+  std::vector<int64_t> uniform_drafts(const std::vector<DraftCandidate>& candidates, int64_t k) const;
   DraftPlan uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const;
   DraftPlan warmup_plan(const std::vector<DraftCandidate>& candidates, int64_t k) const;
   // reach[s][i]: probability that candidate s's drafts 1..i are all accepted (reach[s][0] = 1).
@@ -225,9 +227,9 @@ class SpeculationPolicy {
                        const NonDrafting& others, const DraftPlan& estimated, DraftPlan& plan);
   // Drops drafts whose expected tokens are worth less than the time they add at `seconds_per_token`.
   void trim(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
-            double seconds_per_token, int64_t num_seqs, DraftPlan& plan) const;
+            double seconds_per_token, int64_t num_seqs, std::vector<int64_t>& drafts) const;
   Estimate estimate(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
-                    const NonDrafting& others, const DraftPlan& plan) const;
+                    const NonDrafting& others, const std::vector<int64_t>& drafts) const;
   Estimate estimate(const StepWork& work) const;
   // Whether a sequence given `drafts` drafts has its positions filled: with fills deferred, one given none
   // never does (what waits for it is dropped), so a plan prices no fill for it.
@@ -254,7 +256,13 @@ class SpeculationPolicy {
   std::optional<DraftPlan> probe(Bucket& bucket, const std::vector<DraftCandidate>& candidates,
                                  const Choice& choice) const;
   std::vector<Bucket> buckets_;  // per batch-size bucket
-  std::unordered_map<int64_t, int64_t> failing_streak_;  // by sequence id: plans in a row whose drafts failed
+  struct Streak {
+    int64_t failed = 0;  // plans in a row whose drafts failed
+    int64_t plan = -1;   // the retire_by_batch call that counted it
+  };
+  // By sequence id, the last call's candidates only: a sequence that finished, or missed a step, starts anew.
+  std::unordered_map<int64_t, Streak> failing_streak_;
+  int64_t streak_plans_ = 0;  // retire_by_batch calls
   int64_t forced_plans_ = 0;
 };
 
