@@ -204,13 +204,17 @@ std::vector<int64_t> SpeculationPolicy::uniform_drafts(const std::vector<DraftCa
 }
 
 DraftPlan SpeculationPolicy::uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const {
+  return plan_of(uniform_drafts(candidates, k));
+}
+
+DraftPlan SpeculationPolicy::plan_of(std::vector<int64_t> drafts) {
   DraftPlan plan;
-  plan.drafts = uniform_drafts(candidates, k);
-  plan.step_k = max_drafts(plan.drafts);
-  plan.retire.assign(candidates.size(), false);
-  plan.drop.assign(candidates.size(), false);
-  plan.defer.reserve(candidates.size());
-  for (int64_t d : plan.drafts) plan.defer.push_back(d == 0);
+  plan.step_k = max_drafts(drafts);
+  plan.retire.assign(drafts.size(), false);
+  plan.drop.assign(drafts.size(), false);
+  plan.defer.reserve(drafts.size());
+  for (int64_t d : drafts) plan.defer.push_back(d == 0);
+  plan.drafts = std::move(drafts);
   return plan;
 }
 
@@ -225,7 +229,6 @@ SpeculationPolicy::Choice SpeculationPolicy::best(const std::vector<DraftCandida
   const Estimate base = estimate(candidates, reach, others, drafts);
   if (base.seconds <= 0) return {uniform(candidates, k_max_), false};  // no timings yet: nothing to weigh
   double best_rate = base.tokens / base.seconds;
-  int64_t chosen_k = 0;                          // the uniform k the chosen drafts were trimmed from
   std::vector<double> rate_at(k_max_ + 1, 0.0);  // by the step k of the drafts kept for each k (trimmed or not)
   rate_at[0] = best_rate;
   for (int64_t k = 1; k <= k_max_; ++k) {
@@ -244,13 +247,12 @@ SpeculationPolicy::Choice SpeculationPolicy::best(const std::vector<DraftCandida
     rate_at[step_k] = std::max(rate_at[step_k], rate);
     if (rate > best_rate) {
       best_rate = rate;
-      chosen_k = k;
       std::swap(chosen, drafts);
     }
   }
-  Choice choice{uniform(candidates, chosen_k), false};
-  choice.plan.drafts = std::move(chosen);
-  choice.plan.step_k = max_drafts(choice.plan.drafts);
+  // A sequence trimmed to no drafts waits for its fill like every sequence of a step of k = 0: the estimate
+  // priced no fill for it (it used to fill each step, unpriced, where fills are deferred).
+  Choice choice{plan_of(std::move(chosen)), false};
   rate_at[choice.plan.step_k] = 0;
   choice.clear = *std::max_element(rate_at.begin(), rate_at.end()) < (1.0 - kProbeMargin) * best_rate;
   return choice;

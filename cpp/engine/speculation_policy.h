@@ -191,6 +191,8 @@ class SpeculationPolicy {
   // Each candidate's drafts at step k: k within its budget (k_max where pinned).
   std::vector<int64_t> uniform_drafts(const std::vector<DraftCandidate>& candidates, int64_t k) const;
   DraftPlan uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const;
+  // The plan of these drafts: those given none wait for their fill (DraftPlan::defer); none retires or drops.
+  static DraftPlan plan_of(std::vector<int64_t> drafts);
   DraftPlan warmup_plan(const std::vector<DraftCandidate>& candidates, int64_t k) const;
   // reach[s][i]: probability that candidate s's drafts 1..i are all accepted (reach[s][0] = 1).
   std::vector<std::vector<double>> reaches(const std::vector<DraftCandidate>& candidates) const;
