@@ -508,21 +508,6 @@ def test_a_sequence_whose_drafts_fail_drafts_less_than_the_rest():
     assert step_k > 0 and drafts[1:] == [step_k] * 7 and drafts[0] < step_k
 
 
-def test_with_deferred_fills_a_sequence_trimmed_to_no_drafts_waits_for_its_fill():
-    """The estimate prices no fill for a sequence it gives no drafts, in a step that drafts for the others as in
-    one of k = 0: its fill waits (is stashed) rather than running, unpriced, every step."""
-    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
-    batch = candidates(8)
-    past_warmup(policy, batch)
-    feed_costs(policy, 8, per_row=2e-5)
-    for seq_id in range(1, 8):
-        feed_acceptance(policy, seq_id, 3, times=10)
-    feed_acceptance(policy, 0, 0, times=40)
-    step_k, drafts, _, _, defer = policy.plan(batch)
-    assert step_k > 0 and drafts[0] == 0 and drafts[1:] == [step_k] * 7
-    assert defer == [True] + [False] * 7
-
-
 def test_acceptance_is_conditional_per_position_and_new_sequences_start_from_the_engine():
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     for _ in range(200):

@@ -204,17 +204,13 @@ std::vector<int64_t> SpeculationPolicy::uniform_drafts(const std::vector<DraftCa
 }
 
 DraftPlan SpeculationPolicy::uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const {
-  return plan_of(uniform_drafts(candidates, k));
-}
-
-DraftPlan SpeculationPolicy::plan_of(std::vector<int64_t> drafts) {
   DraftPlan plan;
-  plan.step_k = max_drafts(drafts);
-  plan.retire.assign(drafts.size(), false);
-  plan.drop.assign(drafts.size(), false);
-  plan.defer.reserve(drafts.size());
-  for (int64_t d : drafts) plan.defer.push_back(d == 0);
-  plan.drafts = std::move(drafts);
+  plan.drafts = uniform_drafts(candidates, k);
+  plan.step_k = max_drafts(plan.drafts);
+  plan.retire.assign(candidates.size(), false);
+  plan.drop.assign(candidates.size(), false);
+  plan.defer.reserve(candidates.size());
+  for (int64_t d : plan.drafts) plan.defer.push_back(d == 0);
   return plan;
 }
 
@@ -229,6 +225,7 @@ SpeculationPolicy::Choice SpeculationPolicy::best(const std::vector<DraftCandida
   const Estimate base = estimate(candidates, reach, others, drafts);
   if (base.seconds <= 0) return {uniform(candidates, k_max_), false};  // no timings yet: nothing to weigh
   double best_rate = base.tokens / base.seconds;
+  int64_t chosen_k = 0;                          // the uniform k the chosen drafts were trimmed from
   std::vector<double> rate_at(k_max_ + 1, 0.0);  // by the step k of the drafts kept for each k (trimmed or not)
   rate_at[0] = best_rate;
   for (int64_t k = 1; k <= k_max_; ++k) {
@@ -247,12 +244,17 @@ SpeculationPolicy::Choice SpeculationPolicy::best(const std::vector<DraftCandida
     rate_at[step_k] = std::max(rate_at[step_k], rate);
     if (rate > best_rate) {
       best_rate = rate;
+      chosen_k = k;
       std::swap(chosen, drafts);
     }
   }
-  // A sequence trimmed to no drafts waits for its fill like every sequence of a step of k = 0: the estimate
-  // priced no fill for it (it used to fill each step, unpriced, where fills are deferred).
-  Choice choice{plan_of(std::move(chosen)), false};
+  // The plan keeps the uniform plan's `defer`: where fills are deferred, a sequence trimmed to no drafts in a step
+  // that drafts still fills (unpriced by the estimate). It so measures its acceptance each step (the fill's draft 1)
+  // and keeps its MTP cache whole. Deferring it instead (ad72e83, reverted) raised the share of k = 0 steps on a
+  // CPU from 1-4% to 14-47% at c = 32-64, where adaptive fell below k = 0 (docs/benchmarks.md, 2026-11-28).
+  Choice choice{uniform(candidates, chosen_k), false};
+  choice.plan.drafts = std::move(chosen);
+  choice.plan.step_k = max_drafts(choice.plan.drafts);
   rate_at[choice.plan.step_k] = 0;
   choice.clear = *std::max_element(rate_at.begin(), rate_at.end()) < (1.0 - kProbeMargin) * best_rate;
   return choice;

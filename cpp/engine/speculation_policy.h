@@ -111,6 +111,7 @@ struct DraftPlan {
   std::vector<bool> drop;       // per candidate: what waits in its stash is dropped, not caught up (see above)
   // per candidate given no drafts: its fill waits (is stashed). Not on a probe at k = 0 where the estimate
   // would draft for it: it fills as it goes, so the next step does not catch up (an eager forward on a GPU).
+  // Nor where the estimate trimmed it to no drafts in a step that drafts (see SpeculationPolicy::best).
   std::vector<bool> defer;
 };
 
@@ -191,8 +192,6 @@ class SpeculationPolicy {
   // Each candidate's drafts at step k: k within its budget (k_max where pinned).
   std::vector<int64_t> uniform_drafts(const std::vector<DraftCandidate>& candidates, int64_t k) const;
   DraftPlan uniform(const std::vector<DraftCandidate>& candidates, int64_t k) const;
-  // The plan of these drafts: those given none wait for their fill (DraftPlan::defer); none retires or drops.
-  static DraftPlan plan_of(std::vector<int64_t> drafts);
   DraftPlan warmup_plan(const std::vector<DraftCandidate>& candidates, int64_t k) const;
   // reach[s][i]: probability that candidate s's drafts 1..i are all accepted (reach[s][0] = 1).
   std::vector<std::vector<double>> reaches(const std::vector<DraftCandidate>& candidates) const;
