@@ -3,6 +3,7 @@
 #   bash docs/gpu/isolated_1127/calls.sh greedy | t15 steps | t15_long greedy_long |
 #   t15_long_small | greedy_long_a | greedy_long_b
 # Each runs the serving sweep with --isolated: one server alive at a time, a fresh one per method and repeat.
+# SWEEP_ARGS (optional): more bench_mtp_sweep.py flags, after the stage's own (so they override them).
 set -uo pipefail
 : "${SHAREGPT:?the ShareGPT JSON (held-out split) to sample prompts from}"
 STAGES=none bash scripts/gpu_check.sh > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
@@ -13,7 +14,7 @@ sweep() {  # out-dir, seconds allowed, then bench_mtp_sweep.py's own arguments (
   timeout $seconds python3 scripts/bench_mtp_sweep.py --isolated --adaptive-k-max 3 --concurrencies 1,2,4,8,16,32,64,80 \
     --repeats 3 --min-prompts 48 --prompts-factor 8 --dataset-name sharegpt --dataset-path $SHAREGPT \
     --sharegpt-split held-out --ignore-eos --sharegpt-max-total-len 2000 --disable-tqdm \
-    --out-dir $OUT/$dir "$@" -- --devices cuda:0 --dtype bfloat16 > $OUT/$dir.log 2>&1
+    --out-dir $OUT/$dir "$@" ${SWEEP_ARGS:-} -- --devices cuda:0 --dtype bfloat16 > $OUT/$dir.log 2>&1
   [ -f $OUT/$dir/sweep.json ] && python3 scripts/bench_mtp_sweep.py --replot --out-dir $OUT/$dir > /dev/null 2>&1
   grep -E "healthy|error" $OUT/$dir.log | head -40
   cat $OUT/$dir/results.md
