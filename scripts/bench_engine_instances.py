@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Do identical engines run at the same speed? (a script, not a test)
+
+Builds `--instances` engines with one configuration (fixed k = `--k`), then times `--repeats` offline calls of each
+per batch size, the engines interleaved in an order rotated each repeat (as bench_offline.py interleaves its
+methods). Prints each engine's TPOT per repeat and its median target / drafting milliseconds per step. The spread
+between the engines' medians is the floor under any comparison of methods that runs one engine per method.
+
+  python3 scripts/bench_engine_instances.py --devices cpu --dtype float32 --batch-sizes 1 8
+"""
+import argparse
+import statistics
+
+from bench_offline import run
+from mtpserve import LLM
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--devices", default="auto")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--instances", type=int, default=3)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    args = parser.parse_args()
+    llms = [LLM(devices=args.devices, dtype=args.dtype, num_speculative_tokens=args.k, speculative_policy="fixed",
+                max_cache_blocks=512) for _ in range(args.instances)]
+    for batch in args.batch_sizes:
+        results = [[] for _ in llms]
+        for rep in range(args.repeats):
+            for j in range(len(llms)):
+                i = (rep + j) % len(llms)
+                results[i].append(run(llms[i], batch, args.max_tokens, 0.0))
+        for i, rs in enumerate(results):
+            tpots = [r["tpot_ms"] for r in rs]
+            print(f"batch {batch}, engine {i}: TPOT ms {' / '.join(f'{t:.2f}' for t in tpots)}, median "
+                  f"{statistics.median(tpots):.2f}; per step, median target "
+                  f"{statistics.median(r['target_ms_per_step'] for r in rs):.2f} ms, drafting "
+                  f"{statistics.median(r['draft_ms_per_step'] for r in rs):.2f} ms", flush=True)
+    for llm in llms:
+        llm.shutdown()
+
+
+if __name__ == "__main__":
+    main()
