@@ -26,7 +26,8 @@ consecutive concurrencies do not resend the same prompts into a warm prefix cach
 decode steps at each k, from the server's mtpserve:spec_decode_step_k histogram; sweep.json's client_cpu_busy is how
 busy the benchmark client was (1.0: a core throughout, so it may have bounded the run), engine_busy how much of the
 run the server's engine spent in steps (near 1: the engine bounded it) and engine_prompt_steps how much in steps
-with prompt tokens.
+with prompt tokens; `Engine ms/step` is the mean step, then its target forward (device time on a GPU), where the
+server counts them.
 
   .venv/bin/python scripts/bench_mtp_sweep.py --out-dir /tmp/sweep -- --dtype float32
   .venv/bin/python scripts/bench_mtp_sweep.py --model /models/DeepSeek-V3 --ks 0,1,2,3 \\
@@ -61,7 +62,8 @@ from mtpserve.bench.runner import add_bench_args, config_from_args  # noqa: E402
 SWEEP_SKIP = ("base_url", "host", "port", "model", "served_model_name", "num_prompts", "max_concurrency",
               "save_result")
 COLUMNS = ("method", "Concurrency", "Mean TPOT(ms)", "Mean TTFT(ms)", "Output Tokens/s", "Total Tokens/s",
-           "Acceptance rate", "TPOT speedup", "Chosen k 0/1/2/3 (%)", "Retired", "Engine busy (%)")
+           "Acceptance rate", "TPOT speedup", "Chosen k 0/1/2/3 (%)", "Retired", "Engine busy (%)",
+           "Engine ms/step (target)")
 
 
 def _int_list(value: str) -> list[int]:
@@ -207,7 +209,8 @@ def summary_row(method: str, k: int, policy: str, concurrency: int, result) -> d
             "steps_by_k": s.get("steps_by_k"), "retired_sequences": s.get("retired_sequences"),
             "fill_skipped_steps": s.get("fill_skipped_steps"), "draft_seconds": s.get("draft_seconds"),
             "client_cpu_busy": result.client_cpu_busy, "engine_busy": engine.get("busy"),
-            "engine_prompt_steps": engine.get("prompt_steps")}
+            "engine_prompt_steps": engine.get("prompt_steps"), "engine_steps": engine.get("steps"),
+            "step_ms": engine.get("step_ms"), "target_ms": engine.get("target_ms"), "sample_ms": engine.get("sample_ms")}
 
 
 def median_row(rows: list[dict]) -> dict:
@@ -220,6 +223,11 @@ def chosen_k(row: dict) -> str:
     by_k = row.get("steps_by_k") or []
     total = sum(by_k)
     return "-" if not total else " / ".join(f"{100 * n / total:.0f}" for n in by_k)
+
+
+def step_ms(row: dict) -> str:
+    whole, target = row.get("step_ms"), row.get("target_ms")
+    return "-" if whole is None else f"{whole:.3f}" + ("" if target is None else f" ({target:.3f})")
 
 
 def add_speedups(rows: list[dict]) -> None:
@@ -243,7 +251,8 @@ def markdown_table(rows: list[dict]) -> str:
             _fmt(r["output_throughput"], ".2f"), _fmt(r["total_token_throughput"], ".2f"),
             "-" if acc is None else f"{100 * acc:.1f}%", _fmt(r.get("tpot_speedup"), ".2f") +
             ("x" if r.get("tpot_speedup") is not None else ""), chosen_k(r),
-            _fmt(r.get("retired_sequences"), "d"), _fmt(None if busy is None else 100 * busy, ".0f")]) + " |")
+            _fmt(r.get("retired_sequences"), "d"), _fmt(None if busy is None else 100 * busy, ".0f"),
+            step_ms(r)]) + " |")
     failed = [r for r in rows if r["failed"]]
     if failed:
         out.append("")

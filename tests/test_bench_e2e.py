@@ -245,6 +245,7 @@ def test_bench_against_mtpserve_serve(server, tiny_model_dir, tmp_path, capsys):
     # The engine stepped for part of the run: 16-token requests, one prefill step each at least.
     engine = result["engine"]
     assert 0 < engine["prompt_steps"] < engine["busy"] <= 1.05, engine
+    assert engine["steps"] > 0 and 0 < engine["target_ms"] < engine["step_ms"], engine
     assert result["metrics"]["completed"] == 8 and result["metrics"]["failed"] == 0
     records = result["records"]
     assert len(records) == 8

@@ -227,6 +227,22 @@ def test_engine_busy_is_the_share_of_the_run_in_steps():
     assert engine_busy(None, after, 2.0) is None
 
 
+def test_engine_busy_splits_the_mean_step_where_the_server_counts_steps():
+    before = parse_prometheus_text('mtpserve:engine_step_seconds_total{model_name="m"} 10.0\n'
+                                   'mtpserve:engine_prompt_step_seconds_total{model_name="m"} 2.0\n'
+                                   'mtpserve:engine_steps_total{model_name="m"} 100\n'
+                                   'mtpserve:engine_target_seconds_total{model_name="m"} 6.0\n'
+                                   'mtpserve:engine_sample_seconds_total{model_name="m"} 3.0\n')
+    after = parse_prometheus_text('mtpserve:engine_step_seconds_total{model_name="m"} 11.5\n'
+                                  'mtpserve:engine_prompt_step_seconds_total{model_name="m"} 2.5\n'
+                                  'mtpserve:engine_steps_total{model_name="m"} 600\n'
+                                  'mtpserve:engine_target_seconds_total{model_name="m"} 7.0\n'
+                                  'mtpserve:engine_sample_seconds_total{model_name="m"} 3.25\n')
+    assert engine_busy(before, after, 2.0) == {"busy": pytest.approx(0.75), "prompt_steps": pytest.approx(0.25),
+                                               "steps": 500, "step_ms": pytest.approx(3.0),
+                                               "target_ms": pytest.approx(2.0), "sample_ms": pytest.approx(0.5)}
+
+
 def test_spec_decode_stats_without_counters_or_drafts():
     assert spec_decode_stats(None, {}) is None
     assert spec_decode_stats({"foo": 1.0}, {"foo": 2.0}) is None

@@ -117,6 +117,9 @@ def test_engine_step_time_is_exported_with_the_steps_that_computed_prompts(serve
     step_s, prompt_s = delta("mtpserve:engine_step_seconds_total"), delta("mtpserve:engine_prompt_step_seconds_total")
     assert 0 < prompt_s < step_s <= elapsed
     assert value(after, "mtpserve:engine_step_seconds_total") == engine.stats().step_seconds
+    # Each step's target forward and its sampling lie within the step.
+    assert 0 < delta("mtpserve:engine_target_seconds_total") + delta("mtpserve:engine_sample_seconds_total") <= step_s
+    assert value(after, "mtpserve:engine_target_seconds_total") == engine.stats().target_seconds
 
 
 def test_accepted_drafts_are_counted_per_position(served):

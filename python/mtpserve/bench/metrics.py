@@ -281,15 +281,26 @@ def _policy_counters(before: dict[str, float], after: dict[str, float], prefix: 
 def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None, duration_s: float) -> dict | None:
     """The share of the run the server's engine spent in steps ("busy"), and in steps that computed prompt tokens
     ("prompt_steps"), from mtpserve's engine_step_seconds counters: near 1, the engine bounds the numbers; well
-    below, the requests waited elsewhere (the frontend, the client). None where the server has no such counters."""
+    below, the requests waited elsewhere (the frontend, the client). Where the server counts them, also the steps
+    run ("steps") and their mean milliseconds: whole ("step_ms"), in the target forward ("target_ms"), and from its
+    launch to the tokens ("sample_ms"); what a slower engine spends its extra time on. None where the server has
+    no step counters."""
     if before is None or after is None or duration_s <= 0:
         return None
-    shares = {}
-    for key, name in (("busy", "mtpserve:engine_step_seconds_total"),
-                      ("prompt_steps", "mtpserve:engine_prompt_step_seconds_total")):
-        if name not in before or name not in after:
-            return None
-        shares[key] = (after[name] - before[name]) / duration_s
+    deltas = {}
+    for key, name in (("busy", "engine_step_seconds"), ("prompt_steps", "engine_prompt_step_seconds"),
+                      ("steps", "engine_steps"), ("target", "engine_target_seconds"),
+                      ("sample", "engine_sample_seconds")):
+        a, b = before.get(f"mtpserve:{name}_total"), after.get(f"mtpserve:{name}_total")
+        deltas[key] = None if a is None or b is None else b - a
+    if deltas["busy"] is None or deltas["prompt_steps"] is None:
+        return None
+    shares = {"busy": deltas["busy"] / duration_s, "prompt_steps": deltas["prompt_steps"] / duration_s}
+    steps = deltas["steps"]
+    if steps:
+        shares["steps"] = int(steps)
+        for key, name in (("busy", "step_ms"), ("target", "target_ms"), ("sample", "sample_ms")):
+            shares[name] = None if deltas[key] is None else 1e3 * deltas[key] / steps
     return shares
 
 

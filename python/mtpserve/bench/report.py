@@ -71,6 +71,10 @@ def format_summary(metrics: BenchmarkMetrics, spec_decode: dict | None, max_conc
     if engine is not None:
         lines += [_line("Engine busy (%):", 100 * engine["busy"]),
                   _line("Engine in prompt steps (%):", 100 * engine["prompt_steps"])]
+        if engine.get("steps"):
+            lines += [_line("Engine steps:", engine["steps"]), _line("Engine ms per step:", engine["step_ms"], ".3f"),
+                      _line("  in the target forward:", engine["target_ms"], ".3f"),
+                      _line("  launch to tokens:", engine["sample_ms"], ".3f")]
     lines.append(_rule())
     return "\n".join(lines)
 

@@ -55,6 +55,11 @@ class EngineStatsCollector(Collector):
         yield self._counter("mtpserve:engine_step_seconds", "Wall seconds the engine spent in steps (summed over "
                             "attention groups); its rate against elapsed time is how busy the engine is.",
                             s.step_seconds)
+        yield self._counter("mtpserve:engine_target_seconds", "Seconds of the steps' target forwards (device time "
+                            "where the device has timers).", s.target_seconds)
+        yield self._counter("mtpserve:engine_sample_seconds", "Host seconds from each target forward's launch until "
+                            "the step's tokens were known (sampling and verification, waiting for the device "
+                            "included).", s.sample_seconds)
         yield self._counter("mtpserve:engine_prompt_steps", "Engine steps that computed prompt tokens.",
                             s.prompt_steps)
         yield self._counter("mtpserve:engine_prompt_step_seconds", "Wall seconds of the steps that computed "
