@@ -240,6 +240,7 @@ def test_bench_against_mtpserve_serve(server, tiny_model_dir, tmp_path, capsys):
     assert "============ Serving Benchmark Result ============" in printed
     assert "Successful requests:                     8" in printed
     assert "Client CPU busy (%):" in printed and "Engine busy (%):" in printed
+    assert "Engine ms per step:" in printed and "in the target forward:" in printed
     result = json.loads(out.read_text())
     assert 0 < result["client_cpu_busy"] < 2
     # The engine stepped for part of the run: 16-token requests, one prefill step each at least.

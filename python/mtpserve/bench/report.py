@@ -75,6 +75,8 @@ def format_summary(metrics: BenchmarkMetrics, spec_decode: dict | None, max_conc
             lines += [_line("Engine steps:", engine["steps"]), _line("Engine ms per step:", engine["step_ms"], ".3f"),
                       _line("  in the target forward:", engine["target_ms"], ".3f"),
                       _line("  launch to tokens:", engine["sample_ms"], ".3f")]
+            if s.get("draft_seconds") is not None:
+                lines.append(_line("  in MTP drafting:", 1e3 * s["draft_seconds"] / engine["steps"], ".3f"))
     lines.append(_rule())
     return "\n".join(lines)
 
