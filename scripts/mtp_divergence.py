@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from mtpserve import LLM, SamplingParams
+from mtpserve.engine_args import SPECULATIVE_POLICIES, EngineArgs
 
 TOPICS = ["the ocean", "a city at night", "learning to cook", "the history of chess", "mountain weather",
           "a small robot", "train travel", "an old library"]
@@ -29,6 +30,8 @@ def main() -> None:
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
     p.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--batch-invariant", action="store_true", help="run the engine with --batch_invariant")
+    p.add_argument("--speculative-policy", choices=SPECULATIVE_POLICIES, default=EngineArgs.speculative_policy,
+                   help="the engine's --speculative_policy for k = 1..3 (default: %(default)s)")
     p.add_argument("--out", default=os.environ.get("OUT", "."))
     args = p.parse_args()
     prompts = [f"Tell me about {TOPICS[i % len(TOPICS)]}, part {i}." for i in range(args.prompts)]
@@ -36,7 +39,7 @@ def main() -> None:
     outputs = {}
     for k in [0, *args.ks]:
         llm = LLM(devices=args.devices, dtype=args.dtype, num_speculative_tokens=k, max_cache_blocks=1024,
-                  batch_invariant=args.batch_invariant)
+                  batch_invariant=args.batch_invariant, speculative_policy=args.speculative_policy)
         for batch in args.batches:
             tokens = []
             for start in range(0, len(prompts), batch):
@@ -64,7 +67,7 @@ def main() -> None:
         print(f"| {r['k']} | {r['batch']} | {r.get('versus', 'k = 0')} | {r['diverged']} / {r['prompts']} | "
               f"{r['rate']:.3f} |")
     mode = "_batch_invariant" if args.batch_invariant else ""
-    out = Path(args.out) / f"mtp_divergence_{args.dtype}{mode}.json"
+    out = Path(args.out) / f"mtp_divergence_{args.dtype}{mode}_{args.speculative_policy}.json"
     out.write_text(json.dumps(dict(args=vars(args), rows=rows), indent=1))
 
 
