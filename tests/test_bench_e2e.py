@@ -240,6 +240,7 @@ def test_bench_against_mtpserve_serve(server, tiny_model_dir, tmp_path, capsys):
     assert "============ Serving Benchmark Result ============" in printed
     assert "Successful requests:                     8" in printed
     assert "Client CPU busy (%):" in printed and "Engine busy (%):" in printed
+    assert "Server event loop busy (%):" in printed
     assert "Engine ms per step:" in printed and "in the target forward:" in printed
     result = json.loads(out.read_text())
     assert 0 < result["client_cpu_busy"] < 2
@@ -247,6 +248,7 @@ def test_bench_against_mtpserve_serve(server, tiny_model_dir, tmp_path, capsys):
     engine = result["engine"]
     assert 0 < engine["prompt_steps"] < engine["busy"] <= 1.05, engine
     assert engine["steps"] > 0 and 0 < engine["target_ms"] < engine["step_ms"], engine
+    assert 0 < engine["frontend_busy"] <= 1.05, engine
     assert result["metrics"]["completed"] == 8 and result["metrics"]["failed"] == 0
     records = result["records"]
     assert len(records) == 8

@@ -243,6 +243,15 @@ def test_engine_busy_splits_the_mean_step_where_the_server_counts_steps():
                                                "target_ms": pytest.approx(2.0), "sample_ms": pytest.approx(0.5)}
 
 
+def test_engine_busy_adds_the_servers_event_loop_where_it_counts_its_cpu_time():
+    counters = ('mtpserve:engine_step_seconds_total{model_name="m"} %s\n'
+                'mtpserve:engine_prompt_step_seconds_total{model_name="m"} 1.0\n'
+                'mtpserve:frontend_loop_cpu_seconds_total{model_name="m"} %s\n')
+    before, after = parse_prometheus_text(counters % (10.0, 4.0)), parse_prometheus_text(counters % (11.0, 5.5))
+    assert engine_busy(before, after, 2.0) == {"busy": pytest.approx(0.5), "prompt_steps": pytest.approx(0.0),
+                                               "frontend_busy": pytest.approx(0.75)}
+
+
 def test_spec_decode_stats_without_counters_or_drafts():
     assert spec_decode_stats(None, {}) is None
     assert spec_decode_stats({"foo": 1.0}, {"foo": 2.0}) is None

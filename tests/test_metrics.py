@@ -1,6 +1,7 @@
 """/metrics of a real server running MTP (num_speculative_tokens=1, fixed policy): Prometheus text that
 prometheus_client's parser reads, engine-exact counters, latency histograms, finish reasons."""
 import asyncio
+import threading
 import time
 
 import pytest
@@ -120,6 +121,18 @@ def test_engine_step_time_is_exported_with_the_steps_that_computed_prompts(serve
     # Each step's target forward and its sampling lie within the step.
     assert 0 < delta("mtpserve:engine_target_seconds_total") + delta("mtpserve:engine_sample_seconds_total") <= step_s
     assert value(after, "mtpserve:engine_target_seconds_total") == engine.stats().target_seconds
+
+
+def test_frontend_loop_cpu_is_the_event_loop_threads_cpu_time(served):
+    client, _ = served
+    loop = next(t for t in threading.enumerate() if t.name == "mtpserve-http")  # BackgroundServer's uvicorn thread
+    clock = time.pthread_getcpuclockid(loop.ident)
+    before = value(scrape(client), "mtpserve:frontend_loop_cpu_seconds_total")
+    client.completions([3, 4, 5, 6], max_tokens=12, temperature=0, ignore_eos=True)
+    low = time.clock_gettime(clock)
+    after = value(scrape(client), "mtpserve:frontend_loop_cpu_seconds_total")
+    # Read on that thread during the scrape: neither the process's CPU time nor another thread's.
+    assert before < low <= after <= time.clock_gettime(clock)
 
 
 def test_accepted_drafts_are_counted_per_position(served):

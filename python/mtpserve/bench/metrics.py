@@ -283,8 +283,9 @@ def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None,
     ("prompt_steps"), from mtpserve's engine_step_seconds counters: near 1, the engine bounds the numbers; well
     below, the requests waited elsewhere (the frontend, the client). Where the server counts them, also the steps
     run ("steps") and their mean milliseconds: whole ("step_ms"), in the target forward ("target_ms"), and from its
-    launch to the tokens ("sample_ms"); what a slower engine spends its extra time on. None where the server has
-    no step counters."""
+    launch to the tokens ("sample_ms"); what a slower engine spends its extra time on. Where it counts them, also
+    how busy its HTTP event loop was on a CPU ("frontend_busy"; near 1, the frontend bounds the run). None where the
+    server has no step counters."""
     if before is None or after is None or duration_s <= 0:
         return None
     deltas = {}
@@ -296,6 +297,9 @@ def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None,
     if deltas["busy"] is None or deltas["prompt_steps"] is None:
         return None
     shares = {"busy": deltas["busy"] / duration_s, "prompt_steps": deltas["prompt_steps"] / duration_s}
+    a, b = before.get("mtpserve:frontend_loop_cpu_seconds_total"), after.get("mtpserve:frontend_loop_cpu_seconds_total")
+    if a is not None and b is not None:
+        shares["frontend_busy"] = (b - a) / duration_s
     steps = deltas["steps"]
     if steps:
         shares["steps"] = int(steps)

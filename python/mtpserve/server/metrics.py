@@ -127,6 +127,21 @@ class RejectedCollector(Collector):
         yield c
 
 
+class EventLoopCpuCollector(Collector):
+    """The CPU seconds of the thread that renders /metrics: the server renders it in an async route, on the event
+    loop that also parses every request, detokenizes and streams every response. Its rate against elapsed time is
+    how busy the frontend is; near 1, the frontend (not the engine) bounds the run."""
+
+    def __init__(self, model_name: str):
+        self._model_name = model_name
+
+    def collect(self) -> Iterable[Metric]:
+        c = CounterMetricFamily("mtpserve:frontend_loop_cpu_seconds", "CPU seconds of the HTTP server's event loop "
+                                "thread (parsing requests, detokenizing, streaming).", labels=["model_name"])
+        c.add_metric([self._model_name], time.thread_time())
+        yield c
+
+
 class ServerMetrics:
     def __init__(self, stats: Callable[[], object], model_name: str, rejected: Callable[[], dict] | None = None):
         self.registry = CollectorRegistry()
@@ -149,6 +164,7 @@ class ServerMetrics:
         self.e2e = Histogram("mtpserve:e2e_request_latency_seconds", "Time from arrival to the end of a request.",
                              labels, buckets=_LATENCY_BUCKETS, registry=self.registry).labels(model_name)
         self.registry.register(EngineStatsCollector(stats, model_name))
+        self.registry.register(EventLoopCpuCollector(model_name))
         if rejected is not None:
             self.registry.register(RejectedCollector(rejected, model_name))
 
@@ -167,5 +183,6 @@ class ServerMetrics:
                 self.tpot.observe(max(end - m.first_token_time, 0.0) / (len(state.token_ids) - 1))
 
     def render(self) -> bytes:
+        """Call on the server's event loop: mtpserve:frontend_loop_cpu_seconds is the calling thread's."""
         return generate_latest(self.registry)
 
