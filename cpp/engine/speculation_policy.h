@@ -1,79 +1,67 @@
 #pragma once
 // Chooses how many MTP drafts each decoding sequence takes for the next step.
 //   fixed:    every sequence drafts k_max (within its budget); so do pinned sequences under adaptive.
-//   adaptive: the step's k in 0..k_max that maximises expected emitted tokens per second of the
-//             batch, from the measured step costs (StepCostModel) and the acceptance estimates
-//             (AcceptanceStats); within that k, a sequence whose own acceptance makes a draft
-//             worth less than the time it adds drafts fewer.
-// In each batch-size bucket of the cost model the adaptive policy first cycles k through
-// 0..k_max (warm-up: the bucket's fits need steps of each k), and later takes every
-// kProbeInterval-th step at a cycled k other than the one it chose last, so that a cost or an
-// acceptance it has stopped observing cannot go stale (and the cost model lets a probe's fresh
-// timing outweigh the stale ones: StepCostModel forgets per step, not per sample). Where the probes
-// keep finding the choice clearly right, they grow rarer (each doubles the interval, to 16 times the first;
-// not at k = 0 with deferred fills, where nothing between probes measures the drafting):
-// where drafts are rejected, a burst of k = 1..3 costs about three steps' worth of tokens at batch 1 on a
-// CPU (their step costs against k = 0's), some 6% of the steps at one burst per 50. A change of choice
-// (a drift in cost or acceptance, seen in the steps the policy does run) brings them back to every
-// kProbeInterval-th step.
-// Where the engine defers the MTP fill of sequences given no drafts (EngineConfig::
-// deferred_fill_positions), the plan drops what waits for them (below), so a sequence the estimate
-// gives no drafts pays no fill at all, now or later: a k = 0 step is priced as a step without MTP.
-// (Priced as owing its fills, k = 0 lost to k = 1 at batch 64 on a CPU, where k = 1 ran 10% slower.)
-// Resuming drafting is not charged for the positions that wait (it catches them up): a one-time cost
-// set against one step's rate would hold a sequence whose drafts pay at k = 0 until its stash is dropped.
-// A sequence whose fills wait (deferred) and whose drafts fail - its own measured acceptance makes
-// drafting not pay (the estimate would choose k = 0 for a batch of sequences that all had it), where
-// drafts that are always accepted would pay (in this batch, or alone in a step: where they would
-// not, the costs decide, not the sequence), and they would emit clearly more tokens than its own (kBlameMargin;
-// otherwise the costs are to blame too) - takes no drafts, probes included (a probe would only
-// catch it up), and is retired once its stash is full (DraftPlan::retire): the engine drops its
-// stash and never drafts for it again, so it stops paying the MTP layer's fill and catch-ups (it
-// does not resume drafting if the load falls later). Drafts that are always accepted never fail. A
-// retired sequence stays in the step (NonDrafting): its row and context still count towards the
-// step's costs. A new sequence, whose own acceptance is not yet known, retires at once (at its first plan,
-// before its prompt's fill) where its sampling class's record (AcceptanceStats::class_high), even one standard
-// error high, fails the same test: without that it filled every step until its own record was known and then
-// stashed until its stash was full, so it never retired within 64 tokens, and paid its prompt's fill (on this CPU
-// at temperature 1.5 single requests of 4 to 32 tokens ran at 0.84-0.88x of k = 0 before, 0.80-1.08x after; the
-// serving sweep's noise hides the difference: docs/benchmarks.md). Such sequences count towards the class's record
-// being measured anew (AcceptanceStats::lean_on_class). The engine asks the same of each arriving sequence first
-// (retires_on_arrival): one that retires then never fills, and may be served blocks of the prefix cache that lack
-// MTP rows (a retired sequence's, which no drafting sequence may share); otherwise at c = 64 on this CPU a
-// temperature-1.5 request hit 58% of its repeated prompt where k = 0 hit 82%.
-// For a sequence the estimate gives no drafts at the step's load (in the plan it chooses, on a probe step
-// too; so also wherever even drafts that are always accepted would not pay), catching up is insurance for a
-// load that may fall or an acceptance that may rise, paid on every full stash and every probe. The plan drops its
-// waiting positions instead (DraftPlan::drop; no retirement: it drafts again once the estimate gives it
-// drafts): the engine leaves their MTP cache rows unwritten, and drafts that later read those holes stay
-// lossless (verification sees to that) but may be accepted less (scripts/bench_dropped_fills.py).
-// (Drafts that are always accepted are not the test: on a CPU at batch 64 they sit at the break-even, so
-// the test rarely held there, while the estimate gave most sequences no drafts on 80-90% of the steps.)
-// Where every step fills (fill_every = 1: a GPU by default) nothing waits, so nothing is dropped and no
-// stash fills up; the fill of a sequence given no drafts is paid each step, and k = 0 costs more than a
-// model without MTP (on the H100 at temperature 1.5 filling every step held k = 0 at 0.8x of one). There
-// sequences retire by the batch's measure: where the estimate prices the plan it favours below a step of
-// k = 0 without any fill, each sequence counts a failed plan, and one with kRetireStreak in a row retires
-// once its own acceptance is known (a new sequence leans on the engine-wide one); until it is known the
-// sequence drafts (its fill runs anyway), or a plan giving it none would leave it filled and unretired until
-// the next probe. A sequence whose drafts would beat a step without MTP were every sequence's like its own counts
-// none (on a CPU a batch of two always-accepted and two always-rejected sequences failed by the estimate in about
-// half the runs, and all four retired: the accepted ones then decoded their remaining 150 tokens at one a
-// step); only drafts that would beat it clearly (by kExemptMargin) restart the streak, narrower ones hold it (on
-// a GPU, where verify rows are nearly free, drafts accepted 1 time in 4 or 5 passed narrowly now and then, each
-// pass restarting a streak while the fill ran for the whole batch). The drafts are judged by their acceptance
-// less one standard error (AcceptanceStats::sequence_low), not by the estimate: on the H100 at temperature 1.5
-// sequences whose first few drafts happened to be accepted passed, and kept the fill running for a batch of 32 on
-// 10-30 steps after the others were ready to retire. A sequence whose own acceptance is not yet known, and whose
-// sampling class's record (AcceptanceStats::class_high: greedy, or its temperature) says even one standard error
-// high that such drafts would not beat a step without MTP, retires at once: at its first plan, before its prompt's
-// fill (on the H100 at temperature 1.5 the prompt's fill and the 6 steps before retirement cost 3-5% of a
-// 128-token request). Every so many such sequences the class is measured anew (AcceptanceStats::lean_on_class).
-// The batch as a whole, not each sequence against its own break-even: while any sequence still drafts the fill runs
-// anyway (one graph for the batch), and retiring a sequence whose drafts pay at that marginal cost lost it its drafts
-// for nothing (a greedy GPU sweep fell from 5 of 8 to 2 of 8 concurrencies within 0.95x of the best fixed k when each
-// retired on its own break-even, after its first few measured drafts). The streak asks for a sustained failure, not a
-// few bad drafts.
+//   adaptive: the step's k in 0..k_max that maximises expected emitted tokens per second of the batch, from
+//             the measured step costs (StepCostModel) and the acceptance estimates (AcceptanceStats); within
+//             that k, a sequence whose own acceptance makes a draft worth less than the time it adds drafts
+//             fewer (trim).
+// The rules below are why the adaptive policy is more than that choice; docs/benchmarks.md has the measurements
+// behind them ("Adaptive speculation on CPU (issue 14)" and the sections after it).
+//
+// Keeping the estimates fresh. In each batch-size bucket of the cost model the policy first cycles k through
+// 0..k_max (warm-up: the bucket's fits need steps of each k), then takes every kProbeInterval-th step at a
+// cycled k other than the one it chose last, so that a cost or an acceptance it has stopped observing cannot
+// go stale (StepCostModel forgets per step, not per sample, so a probe's fresh timing outweighs stale ones).
+// While the probes find the choice clearly right (kProbeMargin), each doubles the interval, up to
+// kMaxProbeInterval; a change of choice brings it back. Not at k = 0 with deferred fills, where nothing between
+// probes measures the drafting. (Where drafts are rejected, a burst of k = 1..3 costs about three steps' worth
+// of tokens at batch 1 on a CPU: some 6% of the steps at one burst per 50.)
+//
+// Where fills are deferred (EngineConfig::deferred_fill_positions; a CPU by default), a sequence given no
+// drafts stashes its MTP fill instead of running it.
+//   - Where the estimate gives it no drafts (in the plan it chooses, on a probe step too), what waits is
+//     dropped, not caught up (DraftPlan::drop; it drafts again once the estimate gives it drafts): catching up
+//     would be insurance paid on every full stash and every probe. The engine leaves those MTP cache rows
+//     unwritten; drafts that later read the holes stay lossless but may be accepted less
+//     (scripts/bench_dropped_fills.py). So a k = 0 step is priced as a step without MTP (priced as owing its
+//     fills, k = 0 lost to k = 1 at batch 64 on a CPU, where k = 1 ran 10% slower), and resuming is not charged
+//     for what it catches up (a one-time cost set against one step's rate would hold back drafts that pay).
+//   - A sequence whose drafts fail takes none, probes included (a probe would only catch it up), and retires
+//     once its stash is full (DraftPlan::retire: the engine drops its stash and it never drafts again, even if
+//     the load falls). Its drafts fail where its own measured acceptance makes drafting not pay while drafts
+//     that are always accepted would (in this batch, or alone in a step: elsewhere the costs are to blame, not
+//     the sequence), and would emit clearly more tokens than its own (kBlameMargin). Drafts that are always
+//     accepted never fail, and are not the test alone: on a CPU at batch 64 they sit at the break-even.
+//
+// Where every step fills (fill_every = 1; a GPU by default), nothing waits and nothing is dropped: the fill of a
+// sequence given no drafts runs each step, and k = 0 costs more than a model without MTP (on the H100 at
+// temperature 1.5 it held k = 0 at 0.8x of one). There sequences retire by the batch's measure
+// (retire_by_batch): where the estimate prices the plan it favours below a step of k = 0 without any fill, each
+// sequence counts a failed plan, and one with kRetireStreak in a row retires once its own acceptance is known
+// (until then it drafts, to learn it: its fill runs anyway).
+//   - A sequence whose drafts would beat a step without MTP, were every sequence's like its own, counts no
+//     failure: a narrow win holds its streak, a clear one (kExemptMargin) restarts it. Without that, a batch of
+//     always-accepted and always-rejected sequences retired all of them about half the time on a CPU; with a
+//     restart on every narrow win, drafts accepted 1 time in 4 or 5 kept the fill running for the whole batch
+//     on a GPU. The drafts are judged by their acceptance less one standard error
+//     (AcceptanceStats::sequence_low), so that a few lucky drafts do not keep the fill running (they did for a
+//     batch of 32 on the H100, for 10-30 steps).
+//   - The batch, not each sequence's own break-even, is the measure: while any sequence drafts, the fill runs
+//     for all (one graph), and retiring a sequence whose drafts pay at that marginal cost loses its drafts for
+//     nothing (a greedy GPU sweep fell from 5 of 8 to 2 of 8 concurrencies within 0.95x of the best fixed k).
+//     The streak asks for a sustained failure, not a few bad drafts.
+//
+// New sequences. A sequence whose own acceptance is not yet known retires at once (at its first plan, before
+// its prompt's fill) where its sampling class's record (AcceptanceStats::class_high: greedy, or its
+// temperature), even one standard error high, fails the test of its mode above; otherwise it fills until its
+// own record can retire it (on the H100 at temperature 1.5, its prompt's fill and the steps before retirement
+// cost 3-5% of a 128-token request; on a CPU it never retired within 64 tokens). Such sequences lean on the
+// class, which is measured anew every so many (AcceptanceStats::lean_on_class). The engine asks this of each
+// arriving sequence first (retires_on_arrival): one that retires then never fills, and may be served
+// prefix-cache blocks that lack MTP rows (at c = 64 on a CPU a temperature-1.5 request otherwise hit 58% of
+// its repeated prompt where k = 0 hit 82%).
+//
+// A retired sequence stays in the step (NonDrafting): its row and context still count towards the step's costs.
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
