@@ -291,15 +291,14 @@ def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None,
     deltas = {}
     for key, name in (("busy", "engine_step_seconds"), ("prompt_steps", "engine_prompt_step_seconds"),
                       ("steps", "engine_steps"), ("target", "engine_target_seconds"),
-                      ("sample", "engine_sample_seconds")):
+                      ("sample", "engine_sample_seconds"), ("frontend", "frontend_loop_cpu_seconds")):
         a, b = before.get(f"mtpserve:{name}_total"), after.get(f"mtpserve:{name}_total")
         deltas[key] = None if a is None or b is None else b - a
     if deltas["busy"] is None or deltas["prompt_steps"] is None:
         return None
     shares = {"busy": deltas["busy"] / duration_s, "prompt_steps": deltas["prompt_steps"] / duration_s}
-    a, b = before.get("mtpserve:frontend_loop_cpu_seconds_total"), after.get("mtpserve:frontend_loop_cpu_seconds_total")
-    if a is not None and b is not None:
-        shares["frontend_busy"] = (b - a) / duration_s
+    if deltas["frontend"] is not None:
+        shares["frontend_busy"] = deltas["frontend"] / duration_s
     steps = deltas["steps"]
     if steps:
         shares["steps"] = int(steps)

@@ -68,9 +68,9 @@ def format_summary(metrics: BenchmarkMetrics, spec_decode: dict | None, max_conc
     lines.append(_line("Mean tokens per chunk:", m.mean_tokens_per_chunk))
     if client_cpu_busy is not None:
         lines.append(_line("Client CPU busy (%):", 100 * client_cpu_busy))
-    if engine is not None and engine.get("frontend_busy") is not None:
-        lines.append(_line("Server event loop busy (%):", 100 * engine["frontend_busy"]))
     if engine is not None:
+        if engine.get("frontend_busy") is not None:
+            lines.append(_line("Server event loop busy (%):", 100 * engine["frontend_busy"]))
         lines += [_line("Engine busy (%):", 100 * engine["busy"]),
                   _line("Engine in prompt steps (%):", 100 * engine["prompt_steps"])]
         if engine.get("steps"):
