@@ -1,7 +1,11 @@
-// CPU absorbed MLA. Short queries (decode, MTP verify) are padded to one [seqs, query_len x heads] x
-// [seqs, context] problem so that every sequence's query rows meet its latent rows in a single
-// batched matmul (each KV row is read once for all heads and all MTP query rows); each long query
-// (a prefill chunk) is its own problem, so one long prompt does not pad every decode to its length.
+// CPU absorbed MLA. Short queries (decode, MTP verify) of one length are padded to one [seqs,
+// query_len x heads] x [seqs, context] problem so that every sequence's query rows meet its latent
+// rows in a single batched matmul (each KV row is read once for all heads and all MTP query rows).
+// Each query length is its own problem: a sequence whose drafts the adaptive policy trimmed would
+// otherwise pay the step's longest query in attention, which is most of what trimming saves on a CPU
+// (at 16 sequences, 12 of 4 rows and 4 of 1 took 2.05 ms a layer padded, 1.58 ms as two problems).
+// Each long query (a prefill chunk) is its own problem, so one long prompt does not pad every decode
+// to its length.
 #include "kernels/cpu/attention_cpu.h"
 
 #include <ATen/ATen.h>
@@ -14,7 +18,7 @@ namespace mtpserve::kernels::cpu {
 
 namespace {
 
-// Query chunks up to this length are batched together.
+// Query chunks up to this length are batched with the others of their length.
 constexpr int64_t kMaxBatchedQueryLen = 16;
 
 struct StepView {
@@ -105,17 +109,19 @@ at::Tensor mla_attention(const at::Tensor& q, const at::Tensor& cache, const Att
   const StepView v{query_start.data_ptr<int32_t>(), context_lens.data_ptr<int32_t>(), tables.data_ptr<int32_t>(),
                    tables.size(1)};
   auto out = at::empty({q.size(0), q.size(1), kv_lora_rank}, q.options());
-  std::vector<int64_t> batched;
+  std::vector<std::vector<int64_t>> by_length(kMaxBatchedQueryLen + 1);
   for (int64_t s = 0; s < meta.num_seqs; ++s) {
     const int64_t q_len = v.query_len(s);
     if (q_len == 0) continue;
     if (q_len > kMaxBatchedQueryLen) {
       attend(q, cache, v, {s}, kv_lora_rank, scale, out);
     } else {
-      batched.push_back(s);
+      by_length[q_len].push_back(s);
     }
   }
-  if (!batched.empty()) attend(q, cache, v, batched, kv_lora_rank, scale, out);
+  for (const auto& seqs : by_length) {
+    if (!seqs.empty()) attend(q, cache, v, seqs, kv_lora_rank, scale, out);
+  }
   return out;
 }
 
