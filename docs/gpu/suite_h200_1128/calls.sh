@@ -1,0 +1,1 @@
+STAGES=test bash scripts/gpu_check.sh   # device run, kind nvidia-h200, carry [".whl"]; the tree of d167fdb plus the uncommitted env-gated step trace (docs/cpu_attention_by_length_1128/step_trace.patch)
