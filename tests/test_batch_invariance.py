@@ -118,15 +118,17 @@ def test_routing_and_moe_are_batch_invariant(dtype, threads, on, experts, groups
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAMES.get)
-@pytest.mark.parametrize("ctx", [45, 1300], ids=["one-split", "split-kv"])
+@pytest.mark.parametrize("ctx", [45, 900, 1300], ids=["one-split", "few-splits", "split-kv"])
 @pytest.mark.parametrize("shape", [(4, 64, 16, 8), (16, 512, 64, 64)], ids=["d80", "d576"])
 def test_attention_row_is_the_same_in_decode_verify_and_prefill(dtype, threads, on, ctx, shape):
     """The last query row of a sequence with context c: alone (decode), as the last of k + 1 verify
-    rows, inside a prefill chunk, and beside other sequences of any length. With 1300 positions and
+    rows, inside a prefill chunk, and beside other sequences of any length. With 900 or 1300 positions and
     an 8192-row cache the GPU splits the KV (at fixed 256-position boundaries), and the other
     sequences change how many splits the launch has. On a Hopper GPU in bf16 the 512 + 64 shape runs the
     wgmma kernel (tiles taken in pairs by two warpgroups, copied in bulk from 64-row blocks), the 64 + 16 one
-    the mma.sync kernel."""
+    the mma.sync kernel; with 900 positions (4 splits) the wgmma kernel's blocks combine the splits
+    themselves, except beside 40 other sequences, whose grid is too large to be resident at once and
+    leaves the splits to the combine kernel."""
     g = torch.Generator().manual_seed(4)
     heads, lora, rope, block = shape
     blocks = (256 if ctx < 100 else 8192) // block
@@ -158,7 +160,7 @@ def test_attention_row_is_the_same_in_decode_verify_and_prefill(dtype, threads, 
 
     alone = last_row(1, [])
     for q_len in (1, 2, 4, 17, ctx) if ctx < 100 else (1, 2, 4, 17):
-        for others in ([], [1], [4, 4, 4], [1, 30], [20]):
+        for others in ([], [1], [4, 4, 4], [1, 30], [20], [1] * 40):
             assert torch.equal(last_row(q_len, others), alone), f"q_len={q_len} others={others}"
 
 

@@ -3,6 +3,7 @@
 #include "kernels/cuda/device_info.cuh"
 #include "kernels/cuda/mla_attention_tile.cuh"
 #include "kernels/cuda/mla_attention_wgmma.cuh"
+#include "kernels/cuda/split_combine.cuh"
 
 #include <algorithm>
 #include <climits>
@@ -225,59 +226,28 @@ __global__ void __launch_bounds__(256, 1) mla_attention_mma_kernel(MlaAttentionL
 }
 
 // ---------------------------------------------------------------------------------------------
-// Split combine: out = sum_z 2^(lse_z - max) O_z / sum_z 2^(lse_z - max). One thread per entry row and
-// 4 value columns, so a decode step's few hundred rows still spread over the whole GPU; each thread issues
-// the loads of kCombineBatch splits before it uses any (a split at a time waited out one load latency per
-// split), and adds the splits in split order whatever the batching.
+// Split combine (split_combine.cuh): one thread per entry row and 4 value columns, so a decode step's few
+// hundred rows still spread over the whole GPU; a block's first threads weigh its rows' splits first.
 
 constexpr int kCombineThreads = 256;
-constexpr int kCombineBatch = 8;
+
+// Rows per combine block: kv_lora / 4 threads each (kv_lora 512 or 64 where the KV is split).
+int64_t combine_rows_per_block(const MlaAttentionLaunch& p) { return kCombineThreads / (p.kv_lora / 4); }
 
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(MlaAttentionLaunch p) {
-  const int64_t rows_total = p.tokens * p.heads;
-  const int kv = static_cast<int>(p.kv_lora);
-  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t row = index / (kv / 4);
-  const int col = static_cast<int>(index % (kv / 4)) * 4;
-  if (row >= rows_total) return;
-  float top = -INFINITY;
-  for (int z0 = 0; z0 < p.splits; z0 += kCombineBatch) {
-#pragma unroll
-    for (int j = 0; j < kCombineBatch; ++j) {
-      if (z0 + j < p.splits) top = fmaxf(top, p.lse[(z0 + j) * rows_total + row]);
-    }
+  extern __shared__ float combine_smem[];  // [rows][splits] weights, then [rows] 1 / their sums
+  const int groups = static_cast<int>(p.kv_lora / 4);
+  const int rows = kCombineThreads / groups;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * rows, rows_total = p.tokens * p.heads;
+  float* inv = combine_smem + rows * p.splits;
+  if (threadIdx.x < rows && first + threadIdx.x < rows_total) {
+    inv[threadIdx.x] = split_combine::row_weights(p, first + threadIdx.x, combine_smem + threadIdx.x * p.splits);
   }
-  float total = 0.0f;
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (int z0 = 0; z0 < p.splits; z0 += kCombineBatch) {
-    float lse[kCombineBatch];
-    float4 x[kCombineBatch];
-#pragma unroll
-    for (int j = 0; j < kCombineBatch; ++j) {
-      const int z = z0 + j;
-      lse[j] = z < p.splits ? p.lse[z * rows_total + row] : -INFINITY;
-      // An empty split's partial was never written: it is read (in bounds) and then skipped.
-      x[j] = z < p.splits ? *reinterpret_cast<const float4*>(p.partial + (z * rows_total + row) * kv + col)
-                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-#pragma unroll
-    for (int j = 0; j < kCombineBatch; ++j) {
-      if (lse[j] == -INFINITY) continue;
-      const float wz = exp2f(lse[j] - top);
-      total += wz;
-      acc.x += wz * x[j].x;
-      acc.y += wz * x[j].y;
-      acc.z += wz * x[j].z;
-      acc.w += wz * x[j].w;
-    }
-  }
-  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-  T* out = static_cast<T*>(p.out) + row * kv + col;
-  out[0] = from_float<T>(acc.x * inv);
-  out[1] = from_float<T>(acc.y * inv);
-  out[2] = from_float<T>(acc.z * inv);
-  out[3] = from_float<T>(acc.w * inv);
+  __syncthreads();
+  const int r = threadIdx.x / groups;
+  if (first + r >= rows_total) return;
+  split_combine::combine_columns<T, 1>(p, first + r, (threadIdx.x % groups) * 4, 0, combine_smem + r * p.splits, inv[r]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -382,8 +352,10 @@ cudaError_t launch_mma(const MlaAttentionLaunch& p, cudaStream_t stream) {
 
 template <typename T>
 cudaError_t launch_combine(const MlaAttentionLaunch& p, cudaStream_t stream) {
-  const auto blocks = static_cast<unsigned>(ceil_div(p.tokens * p.heads * (p.kv_lora / 4), kCombineThreads));
-  mla_combine_kernel<T><<<blocks, kCombineThreads, 0, stream>>>(p);
+  const int64_t rows = combine_rows_per_block(p);
+  const auto blocks = static_cast<unsigned>(ceil_div(p.tokens * p.heads, rows));
+  const size_t smem = rows * (p.splits + 1) * sizeof(float);
+  mla_combine_kernel<T><<<blocks, kCombineThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -391,12 +363,13 @@ cudaError_t launch_combine(const MlaAttentionLaunch& p, cudaStream_t stream) {
 template <typename T>
 cudaError_t launch_tensor_core(const MlaAttentionLaunch& p, cudaStream_t stream) {
   cudaError_t status;
+  bool combined = false;
   if (wgmma_attention_shape(p) && sm90a_device()) {
-    status = launch_mla_attention_wgmma(p, stream);
+    status = launch_mla_attention_wgmma(p, stream, combined);
   } else {
     status = p.kv_lora == 512 ? launch_mma<T, 512, 64>(p, stream) : launch_mma<T, 64, 16>(p, stream);
   }
-  if (status != cudaSuccess || p.splits == 1) return status;
+  if (status != cudaSuccess || p.splits == 1 || combined) return status;
   return launch_combine<T>(p, stream);
 }
 

@@ -3,7 +3,7 @@
 // rows x heads of one sequence are flattened into entries e = row * heads + head; a block takes 64
 // consecutive entries of one sequence and reads each KV row once for all of them, so the k + 1 rows
 // of an MTP verify meet the KV together. Long contexts are split over blocks (flash-decoding) and
-// merged by a second kernel. bf16/fp16 with kv_lora_rank + rope_dim in {512 + 64, 64 + 16} run on
+// merged by a second kernel (on Hopper at 512 + 64 with a few splits, by the attention kernel's own blocks). bf16/fp16 with kv_lora_rank + rope_dim in {512 + 64, 64 + 16} run on
 // tensor cores (512 + 64 through wgmma on compute capability 9.0: mla_attention_wgmma.cuh); every other
 // shape and fp32 run on an exact fp32 SIMT kernel.
 #include "kernels/cuda/dtype.cuh"

@@ -2,8 +2,12 @@
 
 #include "kernels/cuda/device_info.cuh"
 #include "kernels/cuda/mla_attention_tile.cuh"
+#include "kernels/cuda/split_combine.cuh"
 #include "kernels/cuda/tensor_map.cuh"
 #include "kernels/cuda/wgmma.cuh"
+
+#include <array>
+#include <mutex>
 
 namespace mtpserve::kernels::cuda {
 
@@ -132,6 +136,61 @@ __device__ __forceinline__ void rescale(float (&o)[32][4], const float (&f)[2]) 
 __device__ __forceinline__ bool moved(const float (&f)[2]) { return __any_sync(0xffffffffu, f[0] != 1.0f || f[1] != 1.0f); }
 
 // ---------------------------------------------------------------------------------------------
+// The in-kernel combine. A launch whose whole grid is resident at once (cooperative) combines its own splits:
+// once every split block of a tile has written its partial and lse, split z combines entries
+// [count z / splits, count (z + 1) / splits) of the tile. That saves the combine kernel's launch and the drain
+// and ramp around it. The blocks of a tile meet at a pair of counters in `split_sync`: arrivals, which the last
+// block to arrive resets to zero for the next launch, and a generation it then bumps, which the others wait on.
+
+__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Returns once every split block of this block's tile has arrived here (after writing its partial and lse).
+__device__ __forceinline__ void wait_for_splits(const MlaAttentionLaunch& p, uint32_t* split_sync) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t* arrived = split_sync + 2 * (blockIdx.x * gridDim.y + blockIdx.y);
+    uint32_t* generation = arrived + 1;
+    const uint32_t seen = load_acquire(generation);
+    if (atomicAdd(arrived, 1u) == static_cast<uint32_t>(p.splits) - 1) {
+      atomicExch(arrived, 0u);
+      __threadfence();
+      atomicAdd(generation, 1u);
+    } else {
+      while (load_acquire(generation) == seen) {
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// This block's share of its tile's combine, its rows' weights in `scratch` (shared memory the attention pass is
+// done with). A warp takes a row at a time, lane i its value columns 4i + 128v (v < 4), so each load and store
+// of the warp covers a contiguous 512 or 256 bytes.
+template <typename T>
+__device__ __forceinline__ void combine_share(const MlaAttentionLaunch& p, const TileWork& w, uint32_t* split_sync,
+                                              float* scratch) {
+  wait_for_splits(p, split_sync);
+  const int first = w.count * static_cast<int>(blockIdx.z) / p.splits;
+  const int rows = w.count * (static_cast<int>(blockIdx.z) + 1) / p.splits - first;
+  float* inv = scratch + rows * p.splits;
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    inv[r] = split_combine::row_weights(p, w.out_row + first + r, scratch + r * p.splits);
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  for (int r = threadIdx.x >> 5; r < rows; r += kThreads / 32) {
+    split_combine::combine_columns<T, kKv / 128>(p, w.out_row + first + r, 4 * lane, 128, scratch + r * p.splits,
+                                                 inv[r]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Two warpgroups take the KV tiles in pairs: warpgroup 0 tile a = 2i, warpgroup 1 tile b = 2i + 1, and each
 // holds the output of half the value columns ([256h, 256h + 256) for warpgroup h). Per pair:
 //   both     S = Q K^T of their own tile (64 x 32, all 576 dims, both operands from shared memory);
@@ -144,14 +203,18 @@ __device__ __forceinline__ bool moved(const float (&f)[2]) { return __any_sync(0
 // A row's result depends on its own scores alone. Warp w of a warpgroup owns entries [16w, 16w + 16).
 
 // kBulk: tiles come by bulk copies from `cache_map` (block sizes that are multiples of 32), else by cp.async.
+// `split_sync`: non-null when the launch combines its splits itself (a cooperative launch with 2 to 4 splits).
 template <typename T, bool kBulk>
 __global__ void __launch_bounds__(kThreads, 1)
-    mla_attention_wgmma_kernel(const MlaAttentionLaunch p, const __grid_constant__ CUtensorMap cache_map) {
+    mla_attention_wgmma_kernel(const MlaAttentionLaunch p, const __grid_constant__ CUtensorMap cache_map,
+                               uint32_t* split_sync) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   TileWork w;
   if (!tile_work(p, w)) return;
   const int64_t rows_total = p.tokens * p.heads;
   if (w.begin >= w.end && p.splits > 1) {  // nothing visible in this split: it contributes nothing
     for (int r = threadIdx.x; r < w.count; r += blockDim.x) p.lse[blockIdx.z * rows_total + w.out_row + r] = -INFINITY;
+    if (split_sync != nullptr) combine_share<T>(p, w, split_sync, reinterpret_cast<float*>(smem_raw));
     return;
   }
   // The warpgroup, broadcast from lane 0 so the compiler knows it is warp-uniform and keeps what derives from
@@ -161,7 +224,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int lane_in_group = threadIdx.x & 127;
   const int tq = lane & 3, gid = lane >> 2;
 
-  extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* sq = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
   unsigned char* skv = sq + kQBytes;
   unsigned char* sp = skv + kBuffers * kTileBytes;  // [group] P fragments: uint4 [2 k-steps][128 threads]
@@ -352,13 +414,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   l[0] += other.x;
   l[1] += other.y;
   store_rows<T, kKv, 32>(p, w, 16 * warp, group * kColsPerGroup + 2 * tq, o, m, l, group == 0 && tq == 0);
+  if (split_sync != nullptr) combine_share<T>(p, w, split_sync, reinterpret_cast<float*>(sq));  // Q is done with
 }
 
 #else
 
 template <typename T, bool kBulk>
 __global__ void __launch_bounds__(kThreads, 1)
-    mla_attention_wgmma_kernel(const MlaAttentionLaunch, const __grid_constant__ CUtensorMap) {
+    mla_attention_wgmma_kernel(const MlaAttentionLaunch, const __grid_constant__ CUtensorMap, uint32_t*) {
   __trap();
 }
 
@@ -370,21 +433,76 @@ bool cache_tensor_map(const MlaAttentionLaunch& p, CUtensorMap& map) {
   return p.block_size % kTokens == 0 && encode_swizzled_map(map, p.cache, p.dtype, p.cache_rows, kDim, kTokens);
 }
 
+// The split counters of the current device (zeroed once, then left at zero by every launch), or null where
+// they are not allocated yet and cannot be now: in a stream capture (the engine's eager warm-up allocates them
+// first). Launches on one device run one at a time (one stream per engine), so one set serves them all.
+constexpr int kSyncTiles = 1024;
+// With more splits a row's combine is a longer chain of dependent loads for the one warp that sums it in-kernel
+// than for the combine kernel's many threads: on an H200 the in-kernel combine was 2-4% faster at 2 splits
+// (B = 64 at context 8192), as fast at 8 (B = 16) and 10% slower at 32 (B = 1).
+constexpr int kMaxSplitsCombinedInKernel = 4;
+uint32_t* split_sync_counters(cudaStream_t stream) {
+  static std::array<uint32_t*, 64> counters{};
+  static std::mutex mutex;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device >= static_cast<int>(counters.size())) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (counters[device] != nullptr) return counters[device];
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) return nullptr;
+  uint32_t* buffer = nullptr;
+  if (cudaMalloc(&buffer, 2 * kSyncTiles * sizeof(uint32_t)) != cudaSuccess) return nullptr;
+  if (cudaMemsetAsync(buffer, 0, 2 * kSyncTiles * sizeof(uint32_t), stream) != cudaSuccess) {
+    cudaFree(buffer);
+    return nullptr;
+  }
+  counters[device] = buffer;
+  return buffer;
+}
+
 template <typename T, bool kBulk>
-cudaError_t launch_kernel(const MlaAttentionLaunch& p, const CUtensorMap& map, cudaStream_t stream) {
-  const cudaError_t status = allow_smem<mla_attention_wgmma_kernel<T, kBulk>>(kSmemBytes);
+cudaError_t launch_kernel(const MlaAttentionLaunch& p, const CUtensorMap& map, cudaStream_t stream, bool& combined) {
+  constexpr auto kernel = mla_attention_wgmma_kernel<T, kBulk>;
+  cudaError_t status = allow_smem<kernel>(kSmemBytes);
   if (status != cudaSuccess) return status;
   const dim3 grid(static_cast<unsigned>(p.num_seqs), static_cast<unsigned>(ceil_div(p.max_query_len * p.heads, kTileEntries)),
                   static_cast<unsigned>(p.splits));
-  mla_attention_wgmma_kernel<T, kBulk><<<grid, kThreads, kSmemBytes, stream>>>(p, map);
-  return cudaGetLastError();
+  // One block per SM (its shared memory): the grid is resident at once when it has at most one per SM.
+  int device = 0;
+  status = cudaGetDevice(&device);
+  if (status != cudaSuccess) return status;
+  const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;
+  uint32_t* sync = p.splits > 1 && p.splits <= kMaxSplitsCombinedInKernel && tiles <= kSyncTiles &&
+                           tiles * grid.z <= multiprocessor_count(device)
+                       ? split_sync_counters(stream)
+                       : nullptr;
+  cudaLaunchAttribute cooperative{};
+  cooperative.id = cudaLaunchAttributeCooperative;
+  cooperative.val.cooperative = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kSmemBytes;
+  config.stream = stream;
+  config.attrs = sync != nullptr ? &cooperative : nullptr;
+  config.numAttrs = sync != nullptr ? 1 : 0;
+  status = cudaLaunchKernelEx(&config, kernel, p, map, sync);
+  if (status == cudaErrorCooperativeLaunchTooLarge) {  // fewer SMs than the device has (MPS): combine after
+    cudaGetLastError();
+    config.attrs = nullptr;
+    config.numAttrs = 0;
+    sync = nullptr;
+    status = cudaLaunchKernelEx(&config, kernel, p, map, sync);
+  }
+  combined = sync != nullptr && status == cudaSuccess;
+  return status;
 }
 
 template <typename T>
-cudaError_t launch_typed(const MlaAttentionLaunch& p, cudaStream_t stream) {
+cudaError_t launch_typed(const MlaAttentionLaunch& p, cudaStream_t stream, bool& combined) {
   CUtensorMap map{};
-  if (cache_tensor_map(p, map)) return launch_kernel<T, true>(p, map, stream);
-  return launch_kernel<T, false>(p, map, stream);
+  if (cache_tensor_map(p, map)) return launch_kernel<T, true>(p, map, stream, combined);
+  return launch_kernel<T, false>(p, map, stream, combined);
 }
 
 }  // namespace
@@ -393,9 +511,10 @@ bool wgmma_attention_shape(const MlaAttentionLaunch& p) {
   return p.kv_lora == kKv && p.dim == kDim && p.dtype != DType::kFloat32;
 }
 
-cudaError_t launch_mla_attention_wgmma(const MlaAttentionLaunch& p, cudaStream_t stream) {
-  if (p.dtype == DType::kBFloat16) return launch_typed<__nv_bfloat16>(p, stream);
-  if (p.dtype == DType::kFloat16) return launch_typed<__half>(p, stream);
+cudaError_t launch_mla_attention_wgmma(const MlaAttentionLaunch& p, cudaStream_t stream, bool& combined) {
+  combined = false;
+  if (p.dtype == DType::kBFloat16) return launch_typed<__nv_bfloat16>(p, stream, combined);
+  if (p.dtype == DType::kFloat16) return launch_typed<__half>(p, stream, combined);
   return cudaErrorInvalidValue;
 }
 
