@@ -129,6 +129,9 @@ def test_attention_row_is_the_same_in_decode_verify_and_prefill(dtype, threads, 
     the mma.sync kernel; with 900 positions (4 splits) the wgmma kernel's blocks combine the splits
     themselves, except beside 40 other sequences, whose grid is too large to be resident at once and
     leaves the splits to the combine kernel."""
+    cuda = on(torch.zeros(0)).is_cuda
+    if ctx == 900 and not cuda:
+        pytest.skip("900 positions are for the GPU's two split combines; the CPU does not split the KV")
     g = torch.Generator().manual_seed(4)
     heads, lora, rope, block = shape
     blocks = (256 if ctx < 100 else 8192) // block
@@ -160,7 +163,7 @@ def test_attention_row_is_the_same_in_decode_verify_and_prefill(dtype, threads, 
 
     alone = last_row(1, [])
     for q_len in (1, 2, 4, 17, ctx) if ctx < 100 else (1, 2, 4, 17):
-        for others in ([], [1], [4, 4, 4], [1, 30], [20], [1] * 40):
+        for others in [[], [1], [4, 4, 4], [1, 30], [20]] + ([[1] * 40] if cuda else []):
             assert torch.equal(last_row(q_len, others), alone), f"q_len={q_len} others={others}"
 
 
