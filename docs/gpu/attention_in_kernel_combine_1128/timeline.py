@@ -1,4 +1,4 @@
-"""Per-block timeline of the fused MLA verify call (scratch; needs the instrumented build of .tl/variant).
+"""Per-block timeline of the fused MLA verify call (scratch; needs a build with timeline_instrumentation.patch).
 
 Each attention block records globaltimer at: entry (t0), barriers set (t1), Q landed (t2), its first KV tile
 landed (t3), loop end of warpgroup 0 (t4) and 1 (t4b), partial/output stored (t5), plus its SM and clock64
@@ -16,7 +16,6 @@ os.environ["MLA_TL_PTR"] = str(BUF.data_ptr())
 sys.path.insert(0, "scripts")
 from bench_mla_attention import HEADS, DIM, kv_sets, verify_call, cycling  # noqa: E402
 from gpu_timing import captured, graph_us  # noqa: E402
-from mtpserve import _C  # noqa: E402
 
 
 def records():
@@ -78,6 +77,23 @@ def analyse(rows):
     return calls
 
 
+def fused_run(batch, k, gen, pool, tables):
+    """run_all() and its call count: the fused verify call of (batch, k), cycling over the KV sets."""
+    q = torch.randn(batch * (k + 1), HEADS, DIM, device="cuda", dtype=torch.bfloat16, generator=gen)
+    return cycling([verify_call(q, pool, t, k) for t in tables])
+
+
+def recorded_replay(run_all):
+    """run_all captured in a graph, replayed once to warm up and once more with the records cleared."""
+    graph = captured(run_all)
+    graph.replay()
+    torch.cuda.synchronize()
+    BUF.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph
+
+
 def main():
     out = os.environ.get("OUT", "/tmp")
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -85,17 +101,8 @@ def main():
     for batch in (16, 64, 128):
         pool, tables = kv_sets(batch, 8192, gen)
         for k in (0, 3):
-            q = torch.randn(batch * (k + 1), HEADS, DIM, device="cuda", dtype=torch.bfloat16, generator=gen)
-            calls = [verify_call(q, pool, t, k) for t in tables]
-            run_all, n = cycling(calls)
-            run_all()
-            torch.cuda.synchronize()
-            graph = captured(run_all)
-            graph.replay()
-            torch.cuda.synchronize()
-            BUF.zero_()
-            graph.replay()
-            torch.cuda.synchronize()
+            run_all, n = fused_run(batch, k, gen, pool, tables)
+            graph = recorded_replay(run_all)
             per_call = analyse(records())
             us = graph_us(run_all, n, 20)
             keys = [k2 for k2 in per_call[0] if k2 != "slowest_loops"]

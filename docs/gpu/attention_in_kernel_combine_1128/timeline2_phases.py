@@ -1,21 +1,11 @@
-"""Phases of the in-kernel combine (scratch; instrumented build of .tl/variant2): per block, globaltimer at entry
-(t0), loop end (t4), partial stored (t5), all splits arrived (t6), weights ready (t7), combine done (t8). Calls
+"""Phases of the in-kernel combine (scratch; ran on an instrumented build of its second version, not kept): per
+block, globaltimer at entry (t0), loop end (t4), partial stored (t5), all splits arrived (t6), weights ready (t7), combine done (t8). Calls
 replayed from a CUDA graph; cooperative launch on, then off (MLA_NO_COOP)."""
 import os
-import statistics
-import sys
 
 import torch
 
-BUF = torch.zeros(16 + 65536 * 12, dtype=torch.int64, device="cuda")
-os.environ["MLA_TL_PTR"] = str(BUF.data_ptr())
-sys.path.insert(0, "scripts")
-from bench_mla_attention import HEADS, DIM, kv_sets, verify_call, cycling  # noqa: E402
-from gpu_timing import captured, graph_us  # noqa: E402
-
-
-def med(xs):
-    return statistics.median(xs) if xs else float("nan")
+from timeline import BUF, fused_run, graph_us, kv_sets, med, recorded_replay
 
 
 def calls_of(rows, per_call):
@@ -28,20 +18,13 @@ def main():
     for batch in (1, 16, 64):
         pool, tables = kv_sets(batch, 8192, gen)
         for k in (0, 3):
-            q = torch.randn(batch * (k + 1), HEADS, DIM, device="cuda", dtype=torch.bfloat16, generator=gen)
-            calls = [verify_call(q, pool, t, k) for t in tables]
-            run_all, n = cycling(calls)
+            run_all, n = fused_run(batch, k, gen, pool, tables)
             for coop in (True, False):
                 if coop:
                     os.environ.pop("MLA_NO_COOP", None)
                 else:
                     os.environ["MLA_NO_COOP"] = "1"
-                graph = captured(run_all)
-                graph.replay()
-                torch.cuda.synchronize()
-                BUF.zero_()
-                graph.replay()
-                torch.cuda.synchronize()
+                graph = recorded_replay(run_all)
                 cnt = int(BUF[0].item())
                 rows = [r for r in BUF[16:16 + cnt * 12].view(-1, 12).cpu().tolist() if r[0] == 3]
                 per_call = cnt // n
