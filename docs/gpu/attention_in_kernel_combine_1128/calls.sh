@@ -14,3 +14,6 @@ AB_CMD='python3 scripts/bench_mla_attention.py --batches 1,16,64 --reps 20 --out
 #    own globaltimer records (not kept as a patch: that version is not in git).
 # 5. The GPU suite on the kept code (92d11fd before its MPS fallback and comment edits):
 STAGES=test bash scripts/gpu_check.sh
+# 6. The committed code (A) against 2711c47 (B, .ab/base) at B = 1 and 16, where it keeps the combine kernel:
+AB_VARIANT=.ab/base AB_CMD='python3 scripts/bench_mla_attention.py --batches 1,16 --ks 0,3 --reps 20 --out $RUN_OUT' \
+  bash scripts/gpu_ab.sh
