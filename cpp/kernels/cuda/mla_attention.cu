@@ -232,13 +232,15 @@ __global__ void __launch_bounds__(256, 1) mla_attention_mma_kernel(MlaAttentionL
 constexpr int kCombineThreads = 256;
 
 // Rows per combine block: kv_lora / 4 threads each (kv_lora 512 or 64 where the KV is split).
-int64_t combine_rows_per_block(const MlaAttentionLaunch& p) { return kCombineThreads / (p.kv_lora / 4); }
+__host__ __device__ inline int combine_rows_per_block(const MlaAttentionLaunch& p) {
+  return kCombineThreads / static_cast<int>(p.kv_lora / 4);
+}
 
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(MlaAttentionLaunch p) {
   extern __shared__ float combine_smem[];  // [rows][splits] weights, then [rows] 1 / their sums
   const int groups = static_cast<int>(p.kv_lora / 4);
-  const int rows = kCombineThreads / groups;
+  const int rows = combine_rows_per_block(p);
   const int64_t first = static_cast<int64_t>(blockIdx.x) * rows, rows_total = p.tokens * p.heads;
   float* inv = combine_smem + rows * p.splits;
   if (threadIdx.x < rows && first + threadIdx.x < rows_total) {
@@ -352,7 +354,7 @@ cudaError_t launch_mma(const MlaAttentionLaunch& p, cudaStream_t stream) {
 
 template <typename T>
 cudaError_t launch_combine(const MlaAttentionLaunch& p, cudaStream_t stream) {
-  const int64_t rows = combine_rows_per_block(p);
+  const int rows = combine_rows_per_block(p);
   const auto blocks = static_cast<unsigned>(ceil_div(p.tokens * p.heads, rows));
   const size_t smem = rows * (p.splits + 1) * sizeof(float);
   mla_combine_kernel<T><<<blocks, kCombineThreads, smem, stream>>>(p);

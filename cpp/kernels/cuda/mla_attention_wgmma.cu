@@ -433,7 +433,7 @@ bool cache_tensor_map(const MlaAttentionLaunch& p, CUtensorMap& map) {
   return p.block_size % kTokens == 0 && encode_swizzled_map(map, p.cache, p.dtype, p.cache_rows, kDim, kTokens);
 }
 
-// The split counters of the current device (zeroed once, then left at zero by every launch), or null where
+// The split counters of `device`, the current one (zeroed once, then left at zero by every launch), or null where
 // they are not allocated yet and cannot be now: in a stream capture (the engine's eager warm-up allocates them
 // first). Launches on one device run one at a time (one stream per engine), so one set serves them all.
 constexpr int kSyncTiles = 1024;
@@ -441,11 +441,10 @@ constexpr int kSyncTiles = 1024;
 // than for the combine kernel's many threads: on an H200 the in-kernel combine was 2-4% faster at 2 splits
 // (B = 64 at context 8192), as fast at 8 (B = 16) and 10% slower at 32 (B = 1).
 constexpr int kMaxSplitsCombinedInKernel = 4;
-uint32_t* split_sync_counters(cudaStream_t stream) {
+uint32_t* split_sync_counters(int device, cudaStream_t stream) {
   static std::array<uint32_t*, 64> counters{};
   static std::mutex mutex;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device >= static_cast<int>(counters.size())) return nullptr;
+  if (device >= static_cast<int>(counters.size())) return nullptr;
   std::lock_guard<std::mutex> lock(mutex);
   if (counters[device] != nullptr) return counters[device];
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -474,7 +473,7 @@ cudaError_t launch_kernel(const MlaAttentionLaunch& p, const CUtensorMap& map, c
   const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;
   uint32_t* sync = p.splits > 1 && p.splits <= kMaxSplitsCombinedInKernel && tiles <= kSyncTiles &&
                            tiles * grid.z <= multiprocessor_count(device)
-                       ? split_sync_counters(stream)
+                       ? split_sync_counters(device, stream)
                        : nullptr;
   cudaLaunchAttribute cooperative{};
   cooperative.id = cudaLaunchAttributeCooperative;
