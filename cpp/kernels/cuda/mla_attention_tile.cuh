@@ -40,9 +40,8 @@ __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
 // ---------------------------------------------------------------------------------------------
 // One 32-token KV tile of the online softmax, in the log2 domain, on a warp's m16n8 accumulator
 // fragments of S = Q K^T: s[i][c] is row gid + 8 * (c >> 1), token tile_start + 8i + 2tq + (c & 1).
-// Masks positions at or past `end` and past each row's `limit`, folds the tile into the row maxima m
-// and the thread's partial sums l (quad-summed by the caller at the end), leaves the probabilities in
-// s and the factor the row's output accumulators must be scaled by in alpha.
+// The steps (tile_tops, next_max, exponentiate) are separate so that the Hopper kernel can run two tiles'
+// exponentials at once, one per warpgroup, once both tiles' tops are known.
 
 // 2^x by the MUFU unit alone (exp2f adds range fix-ups around it); flushes results below 2^-126 to zero.
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -51,9 +50,10 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-__device__ __forceinline__ void online_softmax(float (&s)[4][4], int tile_start, int end,
-                                                      const int (&limit)[2], float scale_log2, int tq,
-                                                      float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+// Masks positions at or past `end` and past each row's `limit` in s, and returns in `top` each of the thread's
+// two rows' maximum score in log2 units (the quad's, so all four threads of a row hold it).
+__device__ __forceinline__ void tile_tops(float (&s)[4][4], int tile_start, int end, const int (&limit)[2],
+                                          float scale_log2, int tq, float (&top)[2]) {
   // Most tiles are visible to all of a thread's positions: they skip the per-position mask.
   const int tile_last = tile_start + 31;
   if (tile_last >= end || tile_last > min(limit[0], limit[1])) {
@@ -74,21 +74,28 @@ __device__ __forceinline__ void online_softmax(float (&s)[4][4], int tile_start,
 #pragma unroll
     for (int c = 0; c < 4; ++c) tile_max[c >> 1] = fmaxf(tile_max[c >> 1], s[i][c]);
   }
-  float base[2], row_sum[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-    // The running maximum moves only when the tile's exceeds it by more than kRescaleSlack: every other tile
-    // skips rescaling the output accumulators (the block's slowest warp sets the tile's time), and its
-    // probabilities stay below 2^kRescaleSlack, far inside fp32's and the P operand's range. A row decides
-    // from its own scores alone, so its result does not depend on the rows beside it.
-    const float tile_top = tile_max[r] * scale_log2;
-    const float m_new = tile_top > m[r] + kRescaleSlack ? tile_top : m[r];
-    base[r] = m_new == -INFINITY ? 0.0f : m_new;  // a row with nothing visible yet keeps p = 0, alpha = 0
-    alpha[r] = fast_exp2(m[r] - base[r]);
-    m[r] = m_new;
+    top[r] = tile_max[r] * scale_log2;
   }
+}
+
+// The running maximum after a tile whose top is `top`. It moves only when the tile's exceeds it by more than
+// kRescaleSlack: every other tile skips rescaling the output accumulators (the block's slowest warp sets the
+// tile's time), and its probabilities stay below 2^kRescaleSlack, far inside fp32's and the P operand's range.
+// A row decides from its own scores alone, so its result does not depend on the rows beside it.
+__device__ __forceinline__ float next_max(float m, float top) { return top > m + kRescaleSlack ? top : m; }
+
+// What a tile's exponents subtract under running maximum m: 0 for a row with nothing visible yet, which keeps
+// p = 0 and its factor 2^(-inf) = 0.
+__device__ __forceinline__ float exp_base(float m) { return m == -INFINITY ? 0.0f : m; }
+
+// The probabilities p = 2^(s scale_log2 - base) in s, and the thread's partial sums of its two rows.
+__device__ __forceinline__ void exponentiate(float (&s)[4][4], float scale_log2, const float (&base)[2],
+                                             float (&row_sum)[2]) {
+  row_sum[0] = row_sum[1] = 0.0f;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
 #pragma unroll
@@ -97,6 +104,24 @@ __device__ __forceinline__ void online_softmax(float (&s)[4][4], int tile_start,
       row_sum[c >> 1] += s[i][c];
     }
   }
+}
+
+// The whole tile: folds it into the row maxima m and the thread's partial sums l (quad-summed by the caller at
+// the end), leaves the probabilities in s and the factor the row's output accumulators must be scaled by in
+// alpha.
+__device__ __forceinline__ void online_softmax(float (&s)[4][4], int tile_start, int end,
+                                                      const int (&limit)[2], float scale_log2, int tq,
+                                                      float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+  float top[2], base[2], row_sum[2];
+  tile_tops(s, tile_start, end, limit, scale_log2, tq, top);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float m_new = next_max(m[r], top[r]);
+    base[r] = exp_base(m_new);
+    alpha[r] = fast_exp2(m[r] - base[r]);
+    m[r] = m_new;
+  }
+  exponentiate(s, scale_log2, base, row_sum);
 #pragma unroll
   for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + row_sum[r];
 }

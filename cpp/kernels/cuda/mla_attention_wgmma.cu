@@ -32,7 +32,7 @@ constexpr int kKvSlabBytes = kTokens * 128;
 constexpr int kQBytes = kSlabs * kQSlabBytes;
 constexpr int kTileBytes = kSlabs * kKvSlabBytes;
 constexpr int kPBytes = kGroupThreads * 32;          // a warpgroup's P (64 x 32) as its threads' A fragments
-constexpr int kMaxBytes = kTileEntries * 4;          // a warpgroup's row maxima
+constexpr int kMaxBytes = kTileEntries * 4;          // a warpgroup's tile tops (row maxima of its tile)
 constexpr int kBarrierBytes = 2 * kBuffers * 8;      // each buffer's "full" and "empty" mbarriers
 constexpr size_t kSmemBytes = kQBytes + kBuffers * kTileBytes + 2 * (kPBytes + kMaxBytes) + kBarrierBytes + 1024;  // + alignment
 static_assert(kSmemBytes <= 227 * 1024, "shared memory");
@@ -120,8 +120,9 @@ __device__ __forceinline__ void zero_rows(unsigned char* tile, int first, int la
   }
 }
 
-// Named barriers: warpgroup 0's P and maxima of tile a are ready, warpgroup 1's of tile b.
-constexpr int kScoresOfAReady = 1, kScoresOfBReady = 2;
+// Named barriers: warpgroup 0's P of tile a is ready, warpgroup 1's of tile b; both warpgroups' tile tops are
+// (3 and 4 are zero_rows's, one per warpgroup).
+constexpr int kScoresOfAReady = 1, kScoresOfBReady = 2, kTopsReady = 5;
 
 // Scales a warp's output rows when some factor of its rows is not 1 (the maxima moved).
 __device__ __forceinline__ void rescale(float (&o)[32][4], const float (&f)[2]) {
@@ -193,13 +194,13 @@ __device__ __forceinline__ void combine_share(const MlaAttentionLaunch& p, const
 // ---------------------------------------------------------------------------------------------
 // Two warpgroups take the KV tiles in pairs: warpgroup 0 tile a = 2i, warpgroup 1 tile b = 2i + 1, and each
 // holds the output of half the value columns ([256h, 256h + 256) for warpgroup h). Per pair:
-//   both     S = Q K^T of their own tile (64 x 32, all 576 dims, both operands from shared memory);
-//   wg 0     the online softmax of a from the running maxima, then hands its P and new maxima to wg 1, and
-//            starts O += P_a V_a while wg 1 runs the softmax of b from those maxima;
-//   wg 1     hands P_b and the maxima after b to wg 0;
-//   both     O *= exp(m_a - m_b) where a maximum moved, O += P_b V_b (wg 1 first adds P_a V_a).
-// So each tile's softmax runs once, the tensor cores work on one warpgroup's products while the other runs
-// its softmax, and both warpgroups apply the same factors to the same bf16 P of every tile, in tile order.
+//   both     S = Q K^T of their own tile (64 x 32, all 576 dims, both operands from shared memory), and its
+//            row maxima (tops), which they exchange: from the running maxima and both tops each warpgroup
+//            derives the same maxima after a and after b, and so the same factors of O at a and at b;
+//   both     at once, the exponentials of their own tile against its maxima, handed to the other as P;
+//   both     O *= exp(m - m_a) where a maximum moved, O += P_a V_a, O *= exp(m_a - m_b) likewise, O += P_b V_b.
+// So each tile's softmax runs once and the two run side by side, and both warpgroups apply the same factors to
+// the same bf16 P of every tile, in tile order.
 // A row's result depends on its own scores alone. Warp w of a warpgroup owns entries [16w, 16w + 16).
 
 // kBulk: tiles come by bulk copies from `cache_map` (block sizes that are multiples of 32), else by cp.async.
@@ -227,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* sq = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
   unsigned char* skv = sq + kQBytes;
   unsigned char* sp = skv + kBuffers * kTileBytes;  // [group] P fragments: uint4 [2 k-steps][128 threads]
-  float* smax = reinterpret_cast<float*>(sp + 2 * kPBytes);  // [group][64 rows]
+  float* smax = reinterpret_cast<float*>(sp + 2 * kPBytes);  // [group][64 rows]: tile tops
   const uint32_t q_addr = smem_addr(sq), kv_addr = smem_addr(skv);
   const uint32_t full = smem_addr(smax + 2 * kTileEntries), empty = full + 8 * kBuffers;  // + 8 per buffer
 
@@ -236,23 +237,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int block_size = static_cast<int>(p.block_size);
   const int block_shift = (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
   const int num_tiles = static_cast<int>(ceil_div(w.end - w.begin, kTokens));
-
-  // The Q tile, padding entries zeroed, and the barriers; the first tiles' copies start before Q has landed.
-  const T* q = static_cast<const T*>(p.q) + w.out_row * kDim;
-  for (int i = threadIdx.x; i < kTileEntries * kChunksPerRow; i += kThreads) {
-    const int r = i / kChunksPerRow, c = i % kChunksPerRow;
-    const bool valid = r < w.count;
-    cp_async16(sq + swizzled(r, c, kQSlabBytes), q + (valid ? r : 0) * kDim + c * 8, valid);
-  }
-  cp_async_commit();
-  if (threadIdx.x == 0) {
-    for (int b = 0; b < kBuffers; ++b) {
-      mbarrier_init(full + 8 * b, kBulk ? 1 : kGroupThreads);
-      mbarrier_init(empty + 8 * b, kThreads / 32);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
 
   // Copies tile t into buffer t % 4 once every warp has released the tile before it there.
   const auto load_tile = [&](int t) {
@@ -286,6 +270,29 @@ __global__ void __launch_bounds__(kThreads, 1)
     return smem_desc(kv_addr + (t % kBuffers) * kTileBytes + offset, leading, 1024);
   };
 
+  // The barriers, then (bulk copies) thread 0 starts the first two tiles' copies before the Q tile's, which land
+  // sooner.
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < kBuffers; ++b) {
+      mbarrier_init(full + 8 * b, kBulk ? 1 : kGroupThreads);
+      mbarrier_init(empty + 8 * b, kThreads / 32);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    if constexpr (kBulk) {
+      load_tile(0);
+      if (num_tiles > 1) load_tile(1);
+    }
+  }
+  // The Q tile, padding entries zeroed.
+  const T* q = static_cast<const T*>(p.q) + w.out_row * kDim;
+  for (int i = threadIdx.x; i < kTileEntries * kChunksPerRow; i += kThreads) {
+    const int r = i / kChunksPerRow, c = i % kChunksPerRow;
+    const bool valid = r < w.count;
+    cp_async16(sq + swizzled(r, c, kQSlabBytes), q + (valid ? r : 0) * kDim + c * 8, valid);
+  }
+  cp_async_commit();
+  __syncthreads();
+
   int limit[2];
   row_limits(p, w, 16 * warp, limit);
   const float scale_log2 = p.scale * kLog2e;
@@ -312,7 +319,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
 
-  if (group < num_tiles) load_tile(group);
+  if (!kBulk && group < num_tiles) load_tile(group);
   cp_async_wait<0>();
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // Q's cp.async writes, read by wgmma
   __syncthreads();
@@ -337,12 +344,39 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::wait();
       fence_operands(s);
     }
+    // Both tiles' tops, then the maxima after a and after b and the factors of O at each: the same floats in both
+    // warpgroups, which then take their own tile's exponentials at the same time.
+    float top[2] = {-INFINITY, -INFINITY};
+    if (own < num_tiles) tile_tops(s, w.begin + own * kTokens, w.end, limit, scale_log2, tq, top);
+    if (tq == 0) smax[group * kTileEntries + row0] = top[0], smax[group * kTileEntries + row0 + 8] = top[1];
+    named_sync(kTopsReady, kThreads);
+    float before[2], after[2], base[2], row_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m_a = next_max(m[r], smax[row0 + 8 * r]);
+      const float m_b = has_b ? next_max(m_a, smax[kTileEntries + row0 + 8 * r]) : m_a;
+      before[r] = fast_exp2(m[r] - exp_base(m_a));
+      after[r] = has_b ? fast_exp2(m_a - exp_base(m_b)) : 1.0f;
+      base[r] = exp_base(group == 0 ? m_a : m_b);
+      m[r] = m_b;
+    }
     uint32_t mine[2][4], theirs[2][4];
-    float before[2], after[2];  // the factors of O at a (from the maxima before a) and at b
-    if (group == 0) {
-      online_softmax(s, w.begin + a * kTokens, w.end, limit, scale_log2, tq, m, l, before);
+    if (own < num_tiles) {
+      exponentiate(s, scale_log2, base, row_sum);
       hand_over(s, mine);
-      if (tq == 0) smax[row0] = m[0], smax[row0 + 8] = m[1];
+    }
+    // Each warpgroup sums its own tiles' probabilities, in tile order: a's before b's factor, b's after it.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (group == 0) {
+        l[r] = l[r] * before[r] + row_sum[r];
+        l[r] *= after[r];
+      } else {
+        const float scaled = l[r] * before[r];
+        l[r] = scaled * after[r] + row_sum[r];
+      }
+    }
+    if (group == 0) {
       named_arrive(kScoresOfAReady, kThreads);
       if (moved(before)) rescale(o, before);
       fence_operands(o);
@@ -350,32 +384,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       issue_values<T>(o, mine, tile_desc(a, v_offset, 1024));
       wgmma::commit();
       named_sync(kScoresOfBReady, kThreads);
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float m_b = smax[kTileEntries + row0 + 8 * r];
-        after[r] = fast_exp2(m[r] - (m_b == -INFINITY ? 0.0f : m_b));
-        l[r] *= after[r];
-        m[r] = m_b;
-      }
       if (has_b) take_over(theirs);
     } else {
-      named_sync(kScoresOfAReady, kThreads);
-      take_over(theirs);
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float m_a = smax[row0 + 8 * r];
-        before[r] = fast_exp2(m[r] - (m_a == -INFINITY ? 0.0f : m_a));
-        l[r] *= before[r];
-        m[r] = m_a;
-      }
-      after[0] = after[1] = 1.0f;
-      if (has_b) {
-        online_softmax(s, w.begin + b * kTokens, w.end, limit, scale_log2, tq, m, l, after);
-        hand_over(s, mine);
-      }
-      if (tq == 0) smax[kTileEntries + row0] = m[0], smax[kTileEntries + row0 + 8] = m[1];
       named_arrive(kScoresOfBReady, kThreads);
       if (moved(before)) rescale(o, before);
+      named_sync(kScoresOfAReady, kThreads);
+      take_over(theirs);
       fence_operands(o);
       wait_tile(a);
       wgmma::fence();
