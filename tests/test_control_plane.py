@@ -64,6 +64,10 @@ def test_register_ready_heartbeat_and_failure(master):
         time.sleep(0.05)
     ok, reason = master.health()
     assert not ok and "rank 1 stopped heartbeating" in reason
+    # The master records the failure, then calls the handler outside its lock: wait for the call.
+    deadline = time.monotonic() + 60
+    while not failures and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert failures == [reason]
     rank0.close()
 
