@@ -92,6 +92,9 @@ __device__ __forceinline__ float next_max(float m, float top) { return top > m +
 // p = 0 and its factor 2^(-inf) = 0.
 __device__ __forceinline__ float exp_base(float m) { return m == -INFINITY ? 0.0f : m; }
 
+// The factor a row's output and sum take when its running maximum moves from m to m_new.
+__device__ __forceinline__ float move_factor(float m, float m_new) { return fast_exp2(m - exp_base(m_new)); }
+
 // The probabilities p = 2^(s scale_log2 - base) in s, and the thread's partial sums of its two rows.
 __device__ __forceinline__ void exponentiate(float (&s)[4][4], float scale_log2, const float (&base)[2],
                                              float (&row_sum)[2]) {
@@ -118,7 +121,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[4][4], int tile_start,
   for (int r = 0; r < 2; ++r) {
     const float m_new = next_max(m[r], top[r]);
     base[r] = exp_base(m_new);
-    alpha[r] = fast_exp2(m[r] - base[r]);
+    alpha[r] = move_factor(m[r], m_new);
     m[r] = m_new;
   }
   exponentiate(s, scale_log2, base, row_sum);

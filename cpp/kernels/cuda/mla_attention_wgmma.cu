@@ -120,8 +120,8 @@ __device__ __forceinline__ void zero_rows(unsigned char* tile, int first, int la
   }
 }
 
-// Named barriers: warpgroup 0's P of tile a is ready, warpgroup 1's of tile b; both warpgroups' tile tops are
-// (3 and 4 are zero_rows's, one per warpgroup).
+// Named barriers: warpgroup 0's P of tile a is ready, warpgroup 1's P of tile b is, both warpgroups' tile tops
+// are (3 and 4 are zero_rows's, one per warpgroup).
 constexpr int kScoresOfAReady = 1, kScoresOfBReady = 2, kTopsReady = 5;
 
 // Scales a warp's output rows when some factor of its rows is not 1 (the maxima moved).
@@ -355,8 +355,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int r = 0; r < 2; ++r) {
       const float m_a = next_max(m[r], smax[row0 + 8 * r]);
       const float m_b = has_b ? next_max(m_a, smax[kTileEntries + row0 + 8 * r]) : m_a;
-      before[r] = fast_exp2(m[r] - exp_base(m_a));
-      after[r] = has_b ? fast_exp2(m_a - exp_base(m_b)) : 1.0f;
+      before[r] = move_factor(m[r], m_a);
+      after[r] = has_b ? move_factor(m_a, m_b) : 1.0f;
       base[r] = exp_base(group == 0 ? m_a : m_b);
       m[r] = m_b;
     }
