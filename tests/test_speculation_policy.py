@@ -519,6 +519,20 @@ def test_acceptance_is_conditional_per_position_and_new_sequences_start_from_the
     assert policy.sequence_acceptance(7) == p
 
 
+def test_a_position_no_plan_drafts_takes_the_estimate_of_the_one_before():
+    """Draft 3 is measured only where plans draft it: had it stayed at even odds, the third draft of these well
+    accepted drafts would look worth less than the row it adds, and k = 3 would never be drafted and measured."""
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    batch = candidates(1)
+    past_warmup(policy, batch)
+    feed_costs(policy, 1, per_row=1e-4, per_recursion=1e-4)
+    for i in range(100):  # plans of two drafts, both accepted 9 times in 10
+        policy.record_acceptance(100 + i, 2, 2 if i % 10 else 1)
+    p = policy.engine_acceptance()
+    assert p[1] > 0.85 and p[2] == pytest.approx(p[1])
+    assert policy.plan(batch)[:2] == (3, [3])
+
+
 def test_fixed_and_forced_plans_stay_within_each_budget():
     fixed = _C.SpeculationPolicy(FIXED, K_MAX)
     batch = [(0, 3, 10, False, 0), (1, 1, 10, False, 0), (2, 0, 10, False, 0)]

@@ -54,7 +54,7 @@ class AcceptanceStats {
   void observe(Counts& counts, double forget, int64_t drafts, int64_t accepted) const;
   // The record under `key`, empty where there was none.
   Counts& entry(std::unordered_map<int64_t, Counts>& records, int64_t key) const;
-  // p[j] from the record, with the engine-wide prior's pseudo-observation at even odds.
+  // p[j] from the record, with one pseudo-observation of the prior (see acceptance_stats.cpp).
   std::vector<double> mean(const Counts& counts) const;
 
   int64_t k_max_;
