@@ -61,6 +61,25 @@ __device__ __forceinline__ void mma_ss_n32(float (&d)[4][4], uint64_t a, uint64_
   }
 }
 
+#define MTPSERVE_WGMMA_RS_N32(TYPE)                                                                         \
+  asm volatile(                                                                                             \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                                                          \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "                                      \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, " \
+      "1, 1, 0;\n}\n"                                                                                       \
+      : MTPSERVE_ACC16(d)                                                                                   \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
+
+// mma_ss_n32 with A from registers (as mma_rs_n64's), B K-major in shared memory.
+template <typename T>
+__device__ __forceinline__ void mma_rs_n32(float (&d)[4][4], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    MTPSERVE_WGMMA_RS_N32("bf16");
+  } else {
+    MTPSERVE_WGMMA_RS_N32("f16");
+  }
+}
+
 #define MTPSERVE_WGMMA_RS_N64(TYPE)                                                                          \
   asm volatile(                                                                                              \
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                             \
