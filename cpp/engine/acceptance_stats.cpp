@@ -47,8 +47,8 @@ AcceptanceStats::Counts& AcceptanceStats::entry(std::unordered_map<int64_t, Coun
 
 // A position is tested only where the plans draft it, so one that is not drafted is measured only on the probes.
 // At even odds its prior made the last draft of k_max look worth less than it adds, which kept it from being
-// drafted and measured: at batch 1 on a CPU draft 3 stayed near 0.63 where the probes measured 0.86-0.9, and the
-// policy ran k = 2 where k = 3 emitted 7% more tokens per second. The position before is the better guess, and a
+// drafted and measured: at batch 1 on a CPU draft 3 stayed near 0.63 (a run that did draft it measured 0.86-0.9),
+// and the policy ran k = 2 where k = 3 emitted 7% more tokens per second. The position before is the better guess, and a
 // wrong one is measured away by the drafts it brings.
 std::vector<double> AcceptanceStats::mean(const Counts& counts) const {
   std::vector<double> p(k_max_);
