@@ -45,7 +45,7 @@ constexpr int kChunksPerRow = kDim / 8;  // 16-byte chunks
 constexpr int kKSteps = kDim / 16;       // k16 steps of S = Q K^T
 // Of those, the steps whose Q operand each thread holds in registers: as many as fit beside O without spilling
 // (255 registers). On an H200 (bf16, context 8192) that took 3.5-6% off the fused call at B = 16, 64 and 128
-// against Q wholly from shared memory, bitwise equal; 8 steps took half as much.
+// against Q wholly from shared memory, bitwise equal; 8 steps gained less (2-6%, one run).
 constexpr int kQRegisterSteps = 16;
 constexpr int kColsPerGroup = kKv / 2;   // value columns of each warpgroup's O
 
