@@ -1,4 +1,4 @@
-"""Starting `mtpserve serve` processes in tests and waiting, boundedly, until they answer."""
+"""Starting `mtpserve serve` processes in tests, and waiting, boundedly, until they (or anything else) answer."""
 from __future__ import annotations
 
 import os
@@ -12,6 +12,14 @@ from mtpserve.client import MtpserveError
 def start_serve(*flags: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "mtpserve.cli", "serve", *flags], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def wait_for(predicate, what: str, timeout_s: float = 60.0) -> None:
+    """Polls predicate() until it holds; fails naming `what` if the deadline passes first."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
 
 
 def wait_until_healthy(client, proc: subprocess.Popen, timeout_s: float = 60) -> None:

@@ -2,9 +2,10 @@
 agreement, heartbeats and the failure of a rank that stops beating."""
 import os
 import threading
-import time
 
 import pytest
+
+from servers import wait_for
 
 from mtpserve.control import ControlMaster, RankAgent
 from mtpserve.control import control_pb2 as pb
@@ -53,21 +54,14 @@ def test_register_ready_heartbeat_and_failure(master):
     rank1.start_heartbeats(steps=lambda: 7)
     # Beats keep rank 1 alive past the timeout: wait for beats spanning more than it (counted, not
     # slept), without a failure.
-    deadline = time.monotonic() + 60
-    while master.beats(1) < 2 + master.heartbeat_timeout_s / 0.5:
-        assert time.monotonic() < deadline, "rank 1's heartbeats did not arrive"
-        time.sleep(0.05)
+    wait_for(lambda: master.beats(1) >= 2 + master.heartbeat_timeout_s / 0.5, "rank 1's heartbeats")
     assert master.health() == (True, "ok") and master.steps()[1] == 7
     rank1.close()  # rank 1 goes silent
-    deadline = time.monotonic() + 60
-    while master.health()[0] and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: not master.health()[0], "rank 1 to be declared dead")
     ok, reason = master.health()
     assert not ok and "rank 1 stopped heartbeating" in reason
     # The master records the failure, then calls the handler outside its lock: wait for the call.
-    deadline = time.monotonic() + 60
-    while not failures and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: failures, "the failure handler's call")
     assert failures == [reason]
     rank0.close()
 
@@ -178,10 +172,7 @@ def test_forged_heartbeats_and_ready_change_nothing(master):
         _forge(master, "Ready", pb.ReadyRequest(rank=9, max_blocks=10))
     assert 7 not in master.steps() and master.refused == 7
     # Well past the heartbeat timeout, nothing was declared dead.
-    deadline = time.monotonic() + 60
-    while master.beats(1) < 2 + master.heartbeat_timeout_s / 0.5:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for(lambda: master.beats(1) >= 2 + master.heartbeat_timeout_s / 0.5, "rank 1's heartbeats")
     assert master.health() == (True, "ok")
     rank1.close()
     rank0.close()

@@ -2,7 +2,6 @@
 flight end with a clear error (HTTP error body or stream error event, gRPC status, offline
 exception), the server turns unhealthy and refuses new requests, and no client hangs."""
 import threading
-import time
 
 import grpc
 import httpx
@@ -11,6 +10,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from conftest import write_tiny_model
+from servers import wait_for
 
 from mtpserve import LLM
 from mtpserve.engine import EngineCore
@@ -31,13 +31,6 @@ LONG = 900  # tokens: the requests are still running when the fault is injected
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     return write_tiny_model(tmp_path_factory.mktemp("tiny_faults"), max_position_embeddings=1024)
-
-
-def wait_for(predicate, what, timeout_s=60.0):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def test_a_fault_inside_a_step_fails_requests_and_health(model_dir):
