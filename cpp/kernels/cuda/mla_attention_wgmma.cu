@@ -266,15 +266,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int block_shift = (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
   const int num_tiles = static_cast<int>(ceil_div(w.end - w.begin, kTokens));
 
-  // Copies tile t into buffer t % 4 once every warp has released the tile before it there.
-  const auto load_tile = [&](int t) {
+  // The cache row of tile t's first position (bulk copies), read ahead of its copy so that the table's latency
+  // stays off the path to the copy.
+  const auto first_row = [&](int t) {
+    return static_cast<int>(cache_row(table, block_size, block_shift, w.begin + t * kTokens, w.end));
+  };
+  // Whether tile t's buffer has been released by every warp (the tile before it there is done with).
+  const auto buffer_free = [&](int t) {
+    return t < kBuffers || mbarrier_done(empty + 8 * (t % kBuffers), (t / kBuffers - 1) & 1);
+  };
+  // Copies tile t (from cache row `row` with bulk copies) into buffer t % 4 once every warp has released the
+  // tile before it there.
+  const auto load_tile = [&](int t, int row) {
     const int b = t % kBuffers;
     const int first = w.begin + t * kTokens;
     if constexpr (kBulk) {
       if (lane_in_group != 0) return;
       if (t >= kBuffers) mbarrier_wait(empty + 8 * b, (t / kBuffers - 1) & 1);
       const uint32_t dst = kv_addr + b * kTileBytes, bar = full + 8 * b;
-      const int row = static_cast<int>(cache_row(table, block_size, block_shift, first, w.end));
       mbarrier_expect(bar, kTileBytes);
 #pragma unroll
       for (int m = 0; m < kSlabs; ++m) bulk_box(dst + m * kKvSlabBytes, &cache_map, m * 64, row, bar);
@@ -307,8 +316,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     if constexpr (kBulk) {
-      load_tile(0);
-      if (num_tiles > 1) load_tile(1);
+      load_tile(0, first_row(0));
+      if (num_tiles > 1) load_tile(1, first_row(1));
     }
   }
   // The Q tile, padding entries zeroed.
@@ -347,7 +356,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
 
-  if (!kBulk && group < num_tiles) load_tile(group);
+  if (!kBulk && group < num_tiles) load_tile(group, 0);
+  int next_row = kBulk && group + 2 < num_tiles ? first_row(group + 2) : 0;  // of this warpgroup's next tile
   cp_async_wait<0>();
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // Q's cp.async writes, read by wgmma
   __syncthreads();
@@ -356,6 +366,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int a = 0; a < num_tiles; a += 2) {
     const int b = a + 1, own = a + group;
     const bool has_b = b < num_tiles;
+    // This warpgroup's tile of the next pair goes out as soon as the pair before this one has released its
+    // buffer: here, before this pair's wait, where it already has (so both pairs are in flight while the KV
+    // stream is behind), else after this tile's S is issued. Never waiting here keeps S from waiting on the
+    // other warpgroup.
+    bool sent = false;
+    if (kBulk && lane_in_group == 0 && own + 2 < num_tiles && buffer_free(own + 2)) {
+      load_tile(own + 2, next_row);
+      sent = true;
+    }
     float s[4][4];
     if (own < num_tiles) {
       wait_tile(own);
@@ -370,7 +389,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::fence();
       issue_scores<T>(s, qf, q_desc, tile_desc(own, 0, 16));
       wgmma::commit();
-      if (own + 2 < num_tiles) load_tile(own + 2);  // this warpgroup's tile of the next pair, meanwhile
+      if (own + 2 < num_tiles && !sent) load_tile(own + 2, next_row);
+      if (kBulk && own + 4 < num_tiles) next_row = first_row(own + 4);
       wgmma::wait();
       fence_operands(s);
     }

@@ -1,0 +1,565 @@
+#include "kernels/cuda/mla_attention_wgmma.cuh"
+
+#include "kernels/cuda/device_info.cuh"
+#include "kernels/cuda/mla_attention_tile.cuh"
+#include "kernels/cuda/split_combine.cuh"
+#include "kernels/cuda/tensor_map.cuh"
+#include "kernels/cuda/wgmma.cuh"
+
+#include <array>
+#include <mutex>
+
+namespace mtpserve::kernels::cuda {
+
+namespace {
+
+using namespace mla_tile;
+using wgmma::fence_operands;
+using wgmma::smem_desc;
+
+// ---------------------------------------------------------------------------------------------
+// Shapes. A block's 64 entries are wgmma's M; the 576 dims lie in nine 64-wide slabs of 128-byte rows,
+// 16-byte chunks swizzled by the row (the 128-byte swizzle wgmma reads without bank conflicts), so
+// each slab is a run of 8-row x 128-byte atoms at 1024-byte alignment.
+
+constexpr int kDim = 576, kKv = 512, kSlabs = kDim / 64;
+constexpr int kTokens = 32;              // KV tile
+constexpr int kBuffers = 4;              // KV tiles in shared memory: the pair in use and the next one
+constexpr int kThreads = 256;            // two warpgroups
+constexpr int kGroupThreads = 128;
+constexpr int kQSlabBytes = kTileEntries * 128;
+constexpr int kKvSlabBytes = kTokens * 128;
+constexpr int kQBytes = kSlabs * kQSlabBytes;
+constexpr int kTileBytes = kSlabs * kKvSlabBytes;
+constexpr int kPBytes = kGroupThreads * 32;          // a warpgroup's P (64 x 32) as its threads' A fragments
+constexpr int kMaxBytes = kTileEntries * 4;          // a warpgroup's tile tops (row maxima of its tile)
+constexpr int kBarrierBytes = 2 * kBuffers * 8;      // each buffer's "full" and "empty" mbarriers
+constexpr size_t kSmemBytes = kQBytes + kBuffers * kTileBytes + 2 * (kPBytes + kMaxBytes) + kBarrierBytes + 1024;  // + alignment
+static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+
+// The device code exists only in the sm_90a pass (wgmma); the plain sm_90 pass gets a kernel that traps,
+// which sm90a_device() keeps from being launched.
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+constexpr int kChunksPerRow = kDim / 8;  // 16-byte chunks
+constexpr int kKSteps = kDim / 16;       // k16 steps of S = Q K^T
+// Of those, the steps whose Q operand each thread holds in registers: as many as fit beside O without spilling
+// (255 registers). On an H200 (bf16, context 8192) that took 3.5-6% off the fused call at B = 16, 64 and 128
+// against Q wholly from shared memory, bitwise equal; 8 steps gained less (2-6%, one run).
+constexpr int kQRegisterSteps = 16;
+constexpr int kColsPerGroup = kKv / 2;   // value columns of each warpgroup's O
+
+// Byte offset of 16-byte chunk c of row `row` in a region whose slabs hold `slab_bytes` each.
+__device__ __forceinline__ uint32_t swizzled(int row, int c, int slab_bytes) {
+  return (c >> 3) * slab_bytes + row * 128 + (((c & 7) ^ (row & 7)) << 4);
+}
+
+// S (64 x 32) = Q K^T over the 576 dims, from Q's first kQRegisterSteps k16 steps in registers (`qf`), the rest
+// from the descriptor of Q's first slab, and the KV tile's descriptor: every k16 step's descriptor is a
+// compile-time offset from those (the address field is the low 14 bits of byte address / 16 and shared memory
+// stays below 256 KB, so adding never carries out of it), which keeps the per-step work to uniform-register adds.
+// A step with Q from shared memory reads the whole 64 x 16 Q slice again for every tile, twice the bytes of the
+// tile's K slice; a step with Q from registers reads only K.
+template <typename T>
+__device__ __forceinline__ void issue_scores(float (&s)[4][4], const uint32_t (&qf)[kQRegisterSteps][4],
+                                             uint64_t q_desc, uint64_t kv_desc) {
+#pragma unroll
+  for (int ks = 0; ks < kKSteps; ++ks) {
+    constexpr int kSlabStep = 4;  // k16 steps per 128-byte swizzle row
+    const uint32_t within = (ks % kSlabStep) * 32;
+    const uint64_t k_desc = kv_desc + (((ks / kSlabStep) * kKvSlabBytes + within) >> 4);
+    if (ks < kQRegisterSteps) {
+      wgmma::mma_rs_n32<T>(s, qf[ks], k_desc, ks > 0);
+    } else {
+      wgmma::mma_ss_n32<T>(s, q_desc + (((ks / kSlabStep) * kQSlabBytes + within) >> 4), k_desc, ks > 0);
+    }
+  }
+}
+
+// This thread's A fragments of Q's first kQRegisterSteps k16 steps (wgmma's register layout, as p_fragment's: rows
+// row0 and row0 + 8, dims 16 ks + 2 tq + {0, 1} and those + 8), from the swizzled Q tile.
+__device__ __forceinline__ void load_q_fragments(const unsigned char* sq, int row0, int tq,
+                                                 uint32_t (&qf)[kQRegisterSteps][4]) {
+  const auto pair_at = [&](int row, int chunk) {
+    return *reinterpret_cast<const uint32_t*>(sq + swizzled(row, chunk, kQSlabBytes) + 4 * tq);
+  };
+#pragma unroll
+  for (int ks = 0; ks < kQRegisterSteps; ++ks) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      qf[ks][2 * h] = pair_at(row0, 2 * ks + h);
+      qf[ks][2 * h + 1] = pair_at(row0 + 8, 2 * ks + h);
+    }
+  }
+}
+
+// O (64 x 256 of this warpgroup's value columns) += P V over a 32-token tile: P as A fragments (k16 steps 0
+// and 1), V from the descriptor of the tile's first slab of this warpgroup's columns.
+template <typename T>
+__device__ __forceinline__ void issue_values(float (&o)[32][4], const uint32_t (&pa)[2][4], uint64_t v_desc) {
+#pragma unroll
+  for (int kk = 0; kk < kTokens / 16; ++kk) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) wgmma::mma_rs_n64<T>(o + 8 * j, pa[kk], v_desc + ((j * kKvSlabBytes + kk * 16 * 128) >> 4));
+  }
+}
+
+// Where a warpgroup copies a tile with cp.async, its thread i copies rows i / 8 and i / 8 + 16, 16-byte chunks
+// i % 8 + 8m of each (m = 0..8: one per slab), so eight threads read a row's 1152 contiguous bytes and the
+// swizzled destination is fixed per thread.
+constexpr int kRowThreads = 8;
+constexpr int kRowsPerPass = kGroupThreads / kRowThreads;  // a warpgroup copies a tile in two passes
+
+// The cache row of position `pos`, or -1 at or past `end`. `block_shift` >= 0 says block_size is
+// 2^block_shift (the usual sizes): a shift instead of an integer division, which costs some 40 instructions a
+// tile.
+__device__ __forceinline__ int64_t cache_row(const int32_t* table, int block_size, int block_shift, int pos, int end) {
+  if (pos >= end) return -1;
+  const int block = block_shift >= 0 ? pos >> block_shift : pos / block_size;
+  return static_cast<int64_t>(table[block]) * block_size + (pos - block * block_size);
+}
+
+// Copies cache row `cache_index` (zeros for -1) into this thread's chunks of a buffer row.
+template <typename T>
+__device__ __forceinline__ void load_kv_row(unsigned char* buffer_row, const T* cache, int64_t cache_index) {
+  const bool valid = cache_index >= 0;
+  const T* src = cache + (threadIdx.x % kRowThreads) * 8 + (valid ? cache_index * kDim : 0);
+#pragma unroll
+  for (int m = 0; m < kSlabs; ++m) cp_async16(buffer_row + m * kKvSlabBytes, src + m * 64, valid);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tile copies and their barriers. Each KV buffer has a "full" mbarrier (the tile has landed) and an "empty"
+// one (all eight warps are done reading it). With block sizes that are multiples of 32, one thread copies a
+// whole tile with the tensor-copy engine: nine 32 x 64 boxes of the cache seen as a [rows, 576] tensor,
+// 128-byte swizzled exactly as the buffer's slabs are (a tile then never crosses a cache block, since tiles
+// start at multiples of 32, so its rows are consecutive cache rows). Otherwise the warpgroup's 128 threads
+// copy it with cp.async, each arriving on "full" when its copies land.
+
+// Zeroes rows [first, kTokens) of a tile (positions at or past the split's end, which a bulk copy brings in
+// whatever the cache holds there): a masked score's zero probability must not meet a NaN in V.
+__device__ __forceinline__ void zero_rows(unsigned char* tile, int first, int lane_in_group) {
+  for (int i = first * kRowThreads + lane_in_group; i < kTokens * kRowThreads; i += kGroupThreads) {
+    const int row = i / kRowThreads, c = i % kRowThreads;
+#pragma unroll
+    for (int m = 0; m < kSlabs; ++m) {
+      *reinterpret_cast<uint4*>(tile + m * kKvSlabBytes + row * 128 + ((c ^ (row & 7)) << 4)) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// Named barriers: warpgroup 0's P of tile a is ready, warpgroup 1's P of tile b is, both warpgroups' tile tops
+// are (3 and 4 are zero_rows's, one per warpgroup).
+constexpr int kScoresOfAReady = 1, kScoresOfBReady = 2, kTopsReady = 5;
+
+// Scales a warp's output rows when some factor of its rows is not 1 (the maxima moved).
+__device__ __forceinline__ void rescale(float (&o)[32][4], const float (&f)[2]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    o[i][0] *= f[0];
+    o[i][1] *= f[0];
+    o[i][2] *= f[1];
+    o[i][3] *= f[1];
+  }
+}
+__device__ __forceinline__ bool moved(const float (&f)[2]) { return __any_sync(0xffffffffu, f[0] != 1.0f || f[1] != 1.0f); }
+
+// ---------------------------------------------------------------------------------------------
+// The in-kernel combine. A launch whose whole grid is resident at once (cooperative) combines its own splits:
+// once every split block of a tile has written its partial and lse, split z combines entries
+// [count z / splits, count (z + 1) / splits) of the tile. That saves the combine kernel's launch and the drain
+// and ramp around it. The blocks of a tile meet at a pair of counters in `split_sync`: arrivals, which the last
+// block to arrive resets to zero for the next launch, and a generation it then bumps, which the others wait on.
+
+__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Returns once every split block of this block's tile has arrived here (after writing its partial and lse).
+__device__ __forceinline__ void wait_for_splits(const MlaAttentionLaunch& p, uint32_t* split_sync) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t* arrived = split_sync + 2 * (blockIdx.x * gridDim.y + blockIdx.y);
+    uint32_t* generation = arrived + 1;
+    const uint32_t seen = load_acquire(generation);
+    if (atomicAdd(arrived, 1u) == static_cast<uint32_t>(p.splits) - 1) {
+      atomicExch(arrived, 0u);
+      __threadfence();
+      atomicAdd(generation, 1u);
+    } else {
+      while (load_acquire(generation) == seen) {
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// This block's share of its tile's combine, its rows' weights in `scratch` (shared memory the attention pass is
+// done with). A warp takes a row at a time, lane i its value columns 4i + 128v (v < 4), so each load and store
+// of the warp covers a contiguous 512 or 256 bytes.
+template <typename T>
+__device__ __forceinline__ void combine_share(const MlaAttentionLaunch& p, const TileWork& w, uint32_t* split_sync,
+                                              float* scratch) {
+  wait_for_splits(p, split_sync);
+  const int first = w.count * static_cast<int>(blockIdx.z) / p.splits;
+  const int rows = w.count * (static_cast<int>(blockIdx.z) + 1) / p.splits - first;
+  float* inv = scratch + rows * p.splits;
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    inv[r] = split_combine::row_weights(p, w.out_row + first + r, scratch + r * p.splits);
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  for (int r = threadIdx.x >> 5; r < rows; r += kThreads / 32) {
+    split_combine::combine_columns<T, kKv / 128>(p, w.out_row + first + r, 4 * lane, 128, scratch + r * p.splits,
+                                                 inv[r]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Two warpgroups take the KV tiles in pairs: warpgroup 0 tile a = 2i, warpgroup 1 tile b = 2i + 1, and each
+// holds the output of half the value columns ([256h, 256h + 256) for warpgroup h). Per pair:
+//   both     S = Q K^T of their own tile (64 x 32, all 576 dims; K and 20 of Q's 36 k16 steps from shared
+//            memory), and its row maxima (tops), which they exchange: from the running maxima and both tops
+//            each warpgroup derives the same maxima after a and after b, and so the same factors of O at a and b;
+//   both     at once, the exponentials of their own tile against its maxima, handed to the other as P;
+//   both     O *= exp(m - m_a) where a maximum moved, O += P_a V_a, O *= exp(m_a - m_b) likewise, O += P_b V_b.
+// So each tile's softmax runs once and the two run side by side, and both warpgroups apply the same factors to
+// the same bf16 P of every tile, in tile order.
+// A row's result depends on its own scores alone. Warp w of a warpgroup owns entries [16w, 16w + 16).
+
+// kBulk: tiles come by bulk copies from `cache_map` (block sizes that are multiples of 32), else by cp.async.
+// `split_sync`: non-null when the launch combines its splits itself (a cooperative launch with 2 to 4 splits).
+template <typename T, bool kBulk>
+__global__ void __launch_bounds__(kThreads, 1)
+    mla_attention_wgmma_kernel(const MlaAttentionLaunch p, const __grid_constant__ CUtensorMap cache_map,
+                               uint32_t* split_sync) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  TileWork w;
+  if (!tile_work(p, w)) return;
+  const int64_t rows_total = p.tokens * p.heads;
+  if (w.begin >= w.end && p.splits > 1) {  // nothing visible in this split: it contributes nothing
+    for (int r = threadIdx.x; r < w.count; r += blockDim.x) p.lse[blockIdx.z * rows_total + w.out_row + r] = -INFINITY;
+    if (split_sync != nullptr) combine_share<T>(p, w, split_sync, reinterpret_cast<float*>(smem_raw));
+    return;
+  }
+  // The warpgroup, broadcast from lane 0 so the compiler knows it is warp-uniform and keeps what derives from
+  // it (the wgmma descriptors) in uniform registers.
+  const int group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int lane_in_group = threadIdx.x & 127;
+  const int tq = lane & 3, gid = lane >> 2;
+
+  unsigned char* sq = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
+  unsigned char* skv = sq + kQBytes;
+  unsigned char* sp = skv + kBuffers * kTileBytes;  // [group] P fragments: uint4 [2 k-steps][128 threads]
+  float* smax = reinterpret_cast<float*>(sp + 2 * kPBytes);  // [group][64 rows]: tile tops
+  const uint32_t q_addr = smem_addr(sq), kv_addr = smem_addr(skv);
+  const uint32_t full = smem_addr(smax + 2 * kTileEntries), empty = full + 8 * kBuffers;  // + 8 per buffer
+
+  const T* cache = static_cast<const T*>(p.cache);
+  const int32_t* table = p.block_tables + static_cast<int64_t>(blockIdx.x) * p.table_width;
+  const int block_size = static_cast<int>(p.block_size);
+  const int block_shift = (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
+  const int num_tiles = static_cast<int>(ceil_div(w.end - w.begin, kTokens));
+
+  // Copies tile t into buffer t % 4 once every warp has released the tile before it there.
+  const auto load_tile = [&](int t) {
+    const int b = t % kBuffers;
+    const int first = w.begin + t * kTokens;
+    if constexpr (kBulk) {
+      if (lane_in_group != 0) return;
+      if (t >= kBuffers) mbarrier_wait(empty + 8 * b, (t / kBuffers - 1) & 1);
+      const uint32_t dst = kv_addr + b * kTileBytes, bar = full + 8 * b;
+      const int row = static_cast<int>(cache_row(table, block_size, block_shift, first, w.end));
+      mbarrier_expect(bar, kTileBytes);
+#pragma unroll
+      for (int m = 0; m < kSlabs; ++m) bulk_box(dst + m * kKvSlabBytes, &cache_map, m * 64, row, bar);
+    } else {
+      if (t >= kBuffers) mbarrier_wait(empty + 8 * b, (t / kBuffers - 1) & 1);
+#pragma unroll
+      for (int pass = 0; pass < kTokens / kRowsPerPass; ++pass) {
+        const int row = lane_in_group / kRowThreads + pass * kRowsPerPass;
+        unsigned char* dst = skv + b * kTileBytes + row * 128 + (((lane_in_group % kRowThreads) ^ (row & 7)) << 4);
+        load_kv_row<T>(dst, cache, cache_row(table, block_size, block_shift, first + row, w.end));
+      }
+      cp_async_arrive(full + 8 * b);
+    }
+  };
+  // Waits for tile t to land (its copies are seen by wgmma after the proxy fence).
+  const auto wait_tile = [&](int t) {
+    mbarrier_wait(full + 8 * (t % kBuffers), (t / kBuffers) & 1);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  };
+  const auto tile_desc = [&](int t, uint32_t offset, uint32_t leading) {
+    return smem_desc(kv_addr + (t % kBuffers) * kTileBytes + offset, leading, 1024);
+  };
+
+  // The barriers, then (bulk copies) thread 0 starts the first four tiles' copies before the Q tile's, which land
+  // sooner.
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < kBuffers; ++b) {
+      mbarrier_init(full + 8 * b, kBulk ? 1 : kGroupThreads);
+      mbarrier_init(empty + 8 * b, kThreads / 32);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    if constexpr (kBulk) {
+      for (int t = 0; t < kBuffers && t < num_tiles; ++t) load_tile(t);
+    }
+  }
+  // The Q tile, padding entries zeroed.
+  const T* q = static_cast<const T*>(p.q) + w.out_row * kDim;
+  for (int i = threadIdx.x; i < kTileEntries * kChunksPerRow; i += kThreads) {
+    const int r = i / kChunksPerRow, c = i % kChunksPerRow;
+    const bool valid = r < w.count;
+    cp_async16(sq + swizzled(r, c, kQSlabBytes), q + (valid ? r : 0) * kDim + c * 8, valid);
+  }
+  cp_async_commit();
+  __syncthreads();
+
+  int limit[2];
+  row_limits(p, w, 16 * warp, limit);
+  const float scale_log2 = p.scale * kLog2e;
+  const uint32_t v_offset = group * 4 * kKvSlabBytes;  // this warpgroup's value columns in a tile
+  const uint64_t q_desc = smem_desc(q_addr, 16, 1024);
+  uint4* p_out = reinterpret_cast<uint4*>(sp + group * kPBytes) + lane_in_group;        // this warpgroup's P
+  const uint4* p_in = reinterpret_cast<const uint4*>(sp + (group ^ 1) * kPBytes) + lane_in_group;  // the other's
+  // P of this warpgroup's tile, from its scores: kept as A fragments and handed to the other warpgroup.
+  const auto hand_over = [&](const float (&scores)[4][4], uint32_t (&mine)[2][4]) {
+    p_fragment<T>(scores, 0, mine[0]);
+    p_fragment<T>(scores, 1, mine[1]);
+    p_out[0] = make_uint4(mine[0][0], mine[0][1], mine[0][2], mine[0][3]);
+    p_out[kGroupThreads] = make_uint4(mine[1][0], mine[1][1], mine[1][2], mine[1][3]);
+  };
+  // The other warpgroup's P, as this thread's A fragments (it held the same positions).
+  const auto take_over = [&](uint32_t (&theirs)[2][4]) {
+    const uint4 x = p_in[0], y = p_in[kGroupThreads];
+    theirs[0][0] = x.x, theirs[0][1] = x.y, theirs[0][2] = x.z, theirs[0][3] = x.w;
+    theirs[1][0] = y.x, theirs[1][1] = y.y, theirs[1][2] = y.z, theirs[1][3] = y.w;
+  };
+  const int row0 = 16 * warp + gid;  // this thread's rows: row0 and row0 + 8
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float o[4 * 8][4];  // four 64-column accumulators of m64n64, 8 n8 tiles each
+#pragma unroll
+  for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+
+  if (!kBulk && group < num_tiles) load_tile(group);
+  cp_async_wait<0>();
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // Q's cp.async writes, read by wgmma
+  __syncthreads();
+  uint32_t qf[kQRegisterSteps][4];
+  load_q_fragments(sq, row0, tq, qf);
+  for (int a = 0; a < num_tiles; a += 2) {
+    const int b = a + 1, own = a + group;
+    const bool has_b = b < num_tiles;
+    // This warpgroup's tile of the next pair, as soon as the pair before this one frees its buffer: before
+    // waiting for this pair, so that both pairs' copies are in flight while the KV stream is behind.
+    if (own + 2 < num_tiles && (!kBulk || a > 0)) load_tile(own + 2);
+    float s[4][4];
+    if (own < num_tiles) {
+      wait_tile(own);
+      const int valid = w.end - (w.begin + own * kTokens);
+      if (kBulk && valid < kTokens) {  // the split's last tile, past its end
+        zero_rows(skv + (own % kBuffers) * kTileBytes, valid, lane_in_group);
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        named_sync(3 + group, kGroupThreads);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+      wgmma::fence();
+      issue_scores<T>(s, qf, q_desc, tile_desc(own, 0, 16));
+      wgmma::commit();
+      wgmma::wait();
+      fence_operands(s);
+    }
+    // Both tiles' tops, then the maxima after a and after b and the factors of O at each: the same floats in both
+    // warpgroups, which then take their own tile's exponentials at the same time.
+    float top[2] = {-INFINITY, -INFINITY};
+    if (own < num_tiles) tile_tops(s, w.begin + own * kTokens, w.end, limit, scale_log2, tq, top);
+    if (tq == 0) smax[group * kTileEntries + row0] = top[0], smax[group * kTileEntries + row0 + 8] = top[1];
+    named_sync(kTopsReady, kThreads);
+    float before[2], after[2], base[2], row_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m_a = next_max(m[r], smax[row0 + 8 * r]);
+      const float m_b = has_b ? next_max(m_a, smax[kTileEntries + row0 + 8 * r]) : m_a;
+      before[r] = move_factor(m[r], m_a);
+      after[r] = has_b ? move_factor(m_a, m_b) : 1.0f;
+      base[r] = exp_base(group == 0 ? m_a : m_b);
+      m[r] = m_b;
+    }
+    uint32_t mine[2][4], theirs[2][4];
+    if (own < num_tiles) {
+      exponentiate(s, scale_log2, base, row_sum);
+      hand_over(s, mine);
+    }
+    // Each warpgroup sums its own tiles' probabilities, in tile order: a's before b's factor, b's after it.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (group == 0) {
+        l[r] = l[r] * before[r] + row_sum[r];
+        l[r] *= after[r];
+      } else {
+        const float scaled = l[r] * before[r];
+        l[r] = scaled * after[r] + row_sum[r];
+      }
+    }
+    if (group == 0) {
+      named_arrive(kScoresOfAReady, kThreads);
+      if (moved(before)) rescale(o, before);
+      fence_operands(o);
+      wgmma::fence();
+      issue_values<T>(o, mine, tile_desc(a, v_offset, 1024));
+      wgmma::commit();
+      named_sync(kScoresOfBReady, kThreads);
+      if (has_b) take_over(theirs);
+    } else {
+      named_arrive(kScoresOfBReady, kThreads);
+      if (moved(before)) rescale(o, before);
+      named_sync(kScoresOfAReady, kThreads);
+      take_over(theirs);
+      fence_operands(o);
+      wait_tile(a);
+      wgmma::fence();
+      issue_values<T>(o, theirs, tile_desc(a, v_offset, 1024));
+      wgmma::commit();
+    }
+    if (has_b) {  // O (at a) *= exp(m_a - m_b), then O += P_b V_b: P_b is wg 1's own, wg 0's from wg 1
+      if (moved(after)) {
+        wgmma::wait();
+        fence_operands(o);
+        rescale(o, after);
+        fence_operands(o);
+      }
+      wgmma::fence();
+      if (group == 0) {
+        wait_tile(b);
+        issue_values<T>(o, theirs, tile_desc(b, v_offset, 1024));
+      } else {
+        issue_values<T>(o, mine, tile_desc(b, v_offset, 1024));
+      }
+      wgmma::commit();
+    }
+    wgmma::wait();
+    fence_operands(o);
+    if (lane == 0) {  // this warp is done with both tiles
+      mbarrier_arrive(empty + 8 * (a % kBuffers));
+      if (has_b) mbarrier_arrive(empty + 8 * (b % kBuffers));
+    }
+  }
+  // Each warpgroup summed its own tiles' probabilities: the row sums are the two together (a + b and b + a,
+  // the same float in both warpgroups).
+  __syncthreads();
+  reinterpret_cast<float2*>(sp)[threadIdx.x] = make_float2(l[0], l[1]);
+  __syncthreads();
+  const float2 other = reinterpret_cast<const float2*>(sp)[threadIdx.x ^ kGroupThreads];
+  l[0] += other.x;
+  l[1] += other.y;
+  store_rows<T, kKv, 32>(p, w, 16 * warp, group * kColsPerGroup + 2 * tq, o, m, l, group == 0 && tq == 0);
+  if (split_sync != nullptr) combine_share<T>(p, w, split_sync, reinterpret_cast<float*>(sq));  // Q is done with
+}
+
+#else
+
+template <typename T, bool kBulk>
+__global__ void __launch_bounds__(kThreads, 1)
+    mla_attention_wgmma_kernel(const MlaAttentionLaunch, const __grid_constant__ CUtensorMap, uint32_t*) {
+  __trap();
+}
+
+#endif
+
+// The cache as a [cache_rows, 576] tensor read in 32 x 64 boxes; false when the bulk copies cannot serve the
+// launch (a block size that is not a multiple of 32, or no encoder).
+bool cache_tensor_map(const MlaAttentionLaunch& p, CUtensorMap& map) {
+  return p.block_size % kTokens == 0 && encode_swizzled_map(map, p.cache, p.dtype, p.cache_rows, kDim, kTokens);
+}
+
+// The split counters of `device`, the current one (zeroed once, then left at zero by every launch), or null where
+// they are not allocated yet and cannot be now: in a stream capture (the engine's eager warm-up allocates them
+// first). Launches on one device run one at a time (one stream per engine), so one set serves them all.
+constexpr int kSyncTiles = 1024;
+// With more splits a row's combine is a longer chain of dependent loads for the one warp that sums it in-kernel
+// than for the combine kernel's many threads: on an H200 the in-kernel combine was 2-4% faster at 2 splits
+// (B = 64 at context 8192), as fast at 8 (B = 16) and 10% slower at 32 (B = 1).
+constexpr int kMaxSplitsCombinedInKernel = 4;
+uint32_t* split_sync_counters(int device, cudaStream_t stream) {
+  static std::array<uint32_t*, 64> counters{};
+  static std::mutex mutex;
+  if (device >= static_cast<int>(counters.size())) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (counters[device] != nullptr) return counters[device];
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) return nullptr;
+  uint32_t* buffer = nullptr;
+  if (cudaMalloc(&buffer, 2 * kSyncTiles * sizeof(uint32_t)) != cudaSuccess) return nullptr;
+  if (cudaMemsetAsync(buffer, 0, 2 * kSyncTiles * sizeof(uint32_t), stream) != cudaSuccess) {
+    cudaFree(buffer);
+    return nullptr;
+  }
+  counters[device] = buffer;
+  return buffer;
+}
+
+template <typename T, bool kBulk>
+cudaError_t launch_kernel(const MlaAttentionLaunch& p, const CUtensorMap& map, cudaStream_t stream, bool& combined) {
+  constexpr auto kernel = mla_attention_wgmma_kernel<T, kBulk>;
+  cudaError_t status = allow_smem<kernel>(kSmemBytes);
+  if (status != cudaSuccess) return status;
+  const dim3 grid(static_cast<unsigned>(p.num_seqs), static_cast<unsigned>(ceil_div(p.max_query_len * p.heads, kTileEntries)),
+                  static_cast<unsigned>(p.splits));
+  // One block per SM (its shared memory): the grid is resident at once when it has at most one per SM.
+  int device = 0;
+  status = cudaGetDevice(&device);
+  if (status != cudaSuccess) return status;
+  const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;
+  uint32_t* sync = p.splits > 1 && p.splits <= kMaxSplitsCombinedInKernel && tiles <= kSyncTiles &&
+                           tiles * grid.z <= multiprocessor_count(device)
+                       ? split_sync_counters(device, stream)
+                       : nullptr;
+  cudaLaunchAttribute cooperative{};
+  cooperative.id = cudaLaunchAttributeCooperative;
+  cooperative.val.cooperative = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kSmemBytes;
+  config.stream = stream;
+  config.attrs = sync != nullptr ? &cooperative : nullptr;
+  config.numAttrs = sync != nullptr ? 1 : 0;
+  status = cudaLaunchKernelEx(&config, kernel, p, map, sync);
+  if (status == cudaErrorCooperativeLaunchTooLarge) {  // fewer SMs than the device has (MPS): combine after
+    cudaGetLastError();
+    config.attrs = nullptr;
+    config.numAttrs = 0;
+    sync = nullptr;
+    status = cudaLaunchKernelEx(&config, kernel, p, map, sync);
+  }
+  combined = sync != nullptr && status == cudaSuccess;
+  return status;
+}
+
+template <typename T>
+cudaError_t launch_typed(const MlaAttentionLaunch& p, cudaStream_t stream, bool& combined) {
+  CUtensorMap map{};
+  if (cache_tensor_map(p, map)) return launch_kernel<T, true>(p, map, stream, combined);
+  return launch_kernel<T, false>(p, map, stream, combined);
+}
+
+}  // namespace
+
+bool wgmma_attention_shape(const MlaAttentionLaunch& p) {
+  return p.kv_lora == kKv && p.dim == kDim && p.dtype != DType::kFloat32;
+}
+
+cudaError_t launch_mla_attention_wgmma(const MlaAttentionLaunch& p, cudaStream_t stream, bool& combined) {
+  combined = false;
+  if (p.dtype == DType::kBFloat16) return launch_typed<__nv_bfloat16>(p, stream, combined);
+  if (p.dtype == DType::kFloat16) return launch_typed<__half>(p, stream, combined);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace mtpserve::kernels::cuda
