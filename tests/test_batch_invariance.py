@@ -126,9 +126,9 @@ def test_attention_row_is_the_same_in_decode_verify_and_prefill(dtype, threads, 
     an 8192-row cache the GPU splits the KV (at fixed 256-position boundaries), and the other
     sequences change how many splits the launch has. On a Hopper GPU in bf16 the 512 + 64 shape runs the
     wgmma kernel (tiles taken in pairs by two warpgroups, copied in bulk from 64-row blocks), the 64 + 16 one
-    the mma.sync kernel; with 900 positions (4 splits) the wgmma kernel's blocks combine the splits
-    themselves, except beside 40 other sequences, whose grid is too large to be resident at once and
-    leaves the splits to the combine kernel."""
+    the mma.sync kernel; with 900 or 1300 positions (4 or 6 splits) the wgmma kernel's blocks combine the
+    splits themselves in clusters, except beside 40 other sequences, whose 41 clusters the GPU cannot hold at
+    once: they leave the splits to the combine kernel."""
     cuda = on(torch.zeros(0)).is_cuda
     if ctx == 900 and not cuda:
         pytest.skip("900 positions are for the GPU's two split combines; the CPU does not split the KV")

@@ -141,11 +141,10 @@ def test_long_context_split_kv(shape, context, seqs, query_len):
 
 
 def test_split_kv_replayed_from_a_cuda_graph():
-    """On a Hopper GPU at 512 + 64, a launch with a few KV splits whose blocks all fit on the GPU at once
-    combines its splits inside the attention kernel (40 one-row sequences of ~2000 positions take 3 splits:
-    120 blocks); the blocks of a tile meet at counters that every launch leaves at zero for the next. Replays
-    of a captured call must keep giving the eager call's output bit for bit, and that output must match the
-    CPU reference."""
+    """On a Hopper GPU at 512 + 64, a launch with a few KV splits whose clusters the GPU holds at once combines
+    its splits inside the attention kernel (40 one-row sequences of ~2000 positions take 3 splits: 40 clusters
+    of 3 blocks, which pass their partials through shared memory). Replays of a captured call must keep giving
+    the eager call's output bit for bit, and that output must match the CPU reference."""
     rng = random.Random(7)
     batch = make_batch([1] * 40, [rng.randrange(1800, 2049) for _ in range(40)], 16, 512, 64, 64, torch.bfloat16,
                        seed=7)

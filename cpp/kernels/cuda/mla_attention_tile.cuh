@@ -183,6 +183,19 @@ __device__ __forceinline__ void row_limits(const MlaAttentionLaunch& p, const Ti
   }
 }
 
+// A thread's two row sums, summed over its quad (the four threads of its rows).
+__device__ __forceinline__ void quad_sum(float (&l)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+}
+
+// What a row's output is multiplied by (1 / its sum; 0 with nothing visible), and its split's log2-sum-exp.
+__device__ __forceinline__ float inverse_sum(float l) { return l > 0.0f ? 1.0f / l : 0.0f; }
+__device__ __forceinline__ float split_lse(float m, float l) { return l > 0.0f ? m + log2f(l) : -INFINITY; }
+
 // The end of a block's pass for one warp: quad-sums the row sums l, then writes the warp's two rows
 // (gid and gid + 8 after `first_row`) of O / l, accumulator tile i holding columns col0 + 8i and + 1 —
 // to the output, or to the split's fp32 partial with the row's log2-sum-exp when the KV is split
@@ -193,16 +206,12 @@ __device__ __forceinline__ void store_rows(const MlaAttentionLaunch& p, const Ti
                                            bool writes_lse) {
   const int64_t rows_total = p.tokens * p.heads;
   const int gid = (threadIdx.x & 31) >> 2;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-  }
+  quad_sum(l);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = first_row + gid + 8 * r;
     if (row >= w.count) continue;
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    const float inv = inverse_sum(l[r]);
     const int64_t out_row = w.out_row + row;
     if (p.splits == 1) {
       T* out = static_cast<T*>(p.out) + out_row * KV + col0;
@@ -216,7 +225,7 @@ __device__ __forceinline__ void store_rows(const MlaAttentionLaunch& p, const Ti
       for (int i = 0; i < TILES; ++i) {
         *reinterpret_cast<float2*>(part + 8 * i) = make_float2(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
       }
-      if (writes_lse) p.lse[blockIdx.z * rows_total + out_row] = l[r] > 0.0f ? m[r] + log2f(l[r]) : -INFINITY;
+      if (writes_lse) p.lse[blockIdx.z * rows_total + out_row] = split_lse(m[r], l[r]);
     }
   }
 }

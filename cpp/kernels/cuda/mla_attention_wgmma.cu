@@ -1,5 +1,6 @@
 #include "kernels/cuda/mla_attention_wgmma.cuh"
 
+#include "kernels/cuda/cluster.cuh"
 #include "kernels/cuda/device_info.cuh"
 #include "kernels/cuda/mla_attention_tile.cuh"
 #include "kernels/cuda/split_combine.cuh"
@@ -165,57 +166,103 @@ __device__ __forceinline__ void rescale(float (&o)[32][4], const float (&f)[2]) 
 __device__ __forceinline__ bool moved(const float (&f)[2]) { return __any_sync(0xffffffffu, f[0] != 1.0f || f[1] != 1.0f); }
 
 // ---------------------------------------------------------------------------------------------
-// The in-kernel combine. A launch whose whole grid is resident at once (cooperative) combines its own splits:
-// once every split block of a tile has written its partial and lse, split z combines entries
-// [count z / splits, count (z + 1) / splits) of the tile. That saves the combine kernel's launch and the drain
-// and ramp around it. The blocks of a tile meet at a pair of counters in `split_sync`: arrivals, which the last
-// block to arrive resets to zero for the next launch, and a generation it then bumps, which the others wait on.
+// The in-kernel combine. A launch in clusters of its splits' blocks (one cluster per entry tile, 2 to 8 splits)
+// combines them through the cluster's shared memory instead of global partials and a second kernel. Split z owns
+// the tile's entry rows [count z / splits, count (z + 1) / splits). Once every block of the cluster is done with
+// its KV tiles, each sends every row's O / l (fp32) and lse into the shared memory of the row's owner, where the
+// Q tile and the KV buffers were; then each owner combines its rows with split_combine's arithmetic.
 
-__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
+constexpr int kReceivedStride = kKv + 8;  // floats per received row: the pad spreads a warp's 8 rows over the banks
 
-// Returns once every split block of this block's tile has arrived here (after writing its partial and lse).
-__device__ __forceinline__ void wait_for_splits(const MlaAttentionLaunch& p, uint32_t* split_sync) {
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    uint32_t* arrived = split_sync + 2 * (blockIdx.x * gridDim.y + blockIdx.y);
-    uint32_t* generation = arrived + 1;
-    const uint32_t seen = load_acquire(generation);
-    if (atomicAdd(arrived, 1u) == static_cast<uint32_t>(p.splits) - 1) {
-      atomicExch(arrived, 0u);
-      __threadfence();
-      atomicAdd(generation, 1u);
-    } else {
-      while (load_acquire(generation) == seen) {
-      }
-    }
-    __threadfence();
+// What an owner receives (rows, their lse, then its rows' weights and inverse sums) fits where the Q tile and the
+// KV buffers were, at every split count a cluster takes.
+constexpr bool received_fits() {
+  for (int splits = 2; splits <= 8; ++splits) {
+    const int capacity = (kTileEntries + splits - 1) / splits;
+    if (splits * capacity * (kReceivedStride + 1 + 1) * 4 + capacity * 4 > kQBytes + kBuffers * kTileBytes) return false;
   }
-  __syncthreads();
+  return true;
+}
+static_assert(received_fits(), "the received partials fit in the Q and KV buffers");
+
+// Where rows go: `capacity` rows per sender at each owner, the partials [sender][row][kReceivedStride] from
+// `base`, then their lse [sender][row].
+struct Received {
+  uint32_t base;
+  int capacity;
+  __device__ uint32_t row(int sender, int local) const {
+    return base + static_cast<uint32_t>((sender * capacity + local) * kReceivedStride) * 4u;
+  }
+  __device__ uint32_t lse(int splits, int sender, int local) const {
+    return base + static_cast<uint32_t>((splits * capacity * kReceivedStride + sender * capacity + local) * 4);
+  }
+  __device__ uint32_t end(int splits) const { return lse(splits, splits, 0); }
+};
+
+__device__ __forceinline__ Received received_layout(const TileWork& w, int splits, uint32_t base) {
+  return Received{base, static_cast<int>(ceil_div(w.count, splits))};
 }
 
-// This block's share of its tile's combine, its rows' weights in `scratch` (shared memory the attention pass is
-// done with). A warp takes a row at a time, lane i its value columns 4i + 128v (v < 4), so each load and store
-// of the warp covers a contiguous 512 or 256 bytes.
+// The split that owns entry row `row` of a tile of `count`, and the row's index among that split's rows.
+__device__ __forceinline__ int owner_of(int row, int count, int splits, int& local) {
+  const int owner = ((row + 1) * splits + count - 1) / count - 1;
+  local = row - count * owner / splits;
+  return owner;
+}
+
+// This thread's two rows (row0 and row0 + 8) of O / l, its columns col0 + 8i and + 1, and (with `sends_lse`) their
+// lse, to their owners.
+__device__ __forceinline__ void send_rows(const TileWork& w, int splits, const Received& to, int row0, int col0,
+                                          const float (&o)[32][4], const float (&m)[2], float (&l)[2],
+                                          bool sends_lse) {
+  quad_sum(l);
+  const int sender = static_cast<int>(blockIdx.z);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + 8 * r;
+    if (row >= w.count) continue;
+    int local;
+    const uint32_t owner = owner_of(row, w.count, splits, local);
+    const float inv = inverse_sum(l[r]);
+    const uint32_t dst = cluster_address(to.row(sender, local) + 4u * col0, owner);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) cluster_store(dst + 32u * i, o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
+    if (sends_lse) cluster_store(cluster_address(to.lse(splits, sender, local), owner), split_lse(m[r], l[r]));
+  }
+}
+
+// A split with nothing visible: -inf as the lse of every row, which leaves its partials unread.
+__device__ __forceinline__ void send_empty(const TileWork& w, int splits, const Received& to) {
+  for (int row = threadIdx.x; row < w.count; row += blockDim.x) {
+    int local;
+    const uint32_t owner = owner_of(row, w.count, splits, local);
+    cluster_store(cluster_address(to.lse(splits, static_cast<int>(blockIdx.z), local), owner), -INFINITY);
+  }
+}
+
+// This block's rows of the tile, from what the cluster sent it (after the cluster barrier that follows the sends).
+// A warp takes a row at a time, lane i its value columns 4i + 128v (v < 4), so each load and store of the warp
+// covers a contiguous 512 or 256 bytes.
 template <typename T>
-__device__ __forceinline__ void combine_share(const MlaAttentionLaunch& p, const TileWork& w, uint32_t* split_sync,
-                                              float* scratch) {
-  wait_for_splits(p, split_sync);
-  const int first = w.count * static_cast<int>(blockIdx.z) / p.splits;
-  const int rows = w.count * (static_cast<int>(blockIdx.z) + 1) / p.splits - first;
-  float* inv = scratch + rows * p.splits;
+__device__ __forceinline__ void combine_received(const MlaAttentionLaunch& p, const TileWork& w, const Received& from,
+                                                 unsigned char* smem) {
+  const int splits = p.splits, z = static_cast<int>(blockIdx.z);
+  const int first = w.count * z / splits, rows = w.count * (z + 1) / splits - first;
+  const auto at = [&](uint32_t address) { return smem + (address - from.base); };
+  float* weights = reinterpret_cast<float*>(at(from.end(splits)));  // [rows][splits]
+  float* inv = weights + rows * splits;
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-    inv[r] = split_combine::row_weights(p, w.out_row + first + r, scratch + r * p.splits);
+    const auto lse = [&](int sender) { return *reinterpret_cast<const float*>(at(from.lse(splits, sender, r))); };
+    inv[r] = split_combine::weights(splits, lse, weights + r * splits);
   }
   __syncthreads();
   const int lane = threadIdx.x & 31;
   for (int r = threadIdx.x >> 5; r < rows; r += kThreads / 32) {
-    split_combine::combine_columns<T, kKv / 128>(p, w.out_row + first + r, 4 * lane, 128, scratch + r * p.splits,
-                                                 inv[r]);
+    const auto partial = [&](int sender, int c) {
+      return *reinterpret_cast<const float4*>(at(from.row(sender, r) + 4u * c));
+    };
+    T* out = static_cast<T*>(p.out) + (w.out_row + first + r) * kKv;
+    split_combine::combine<T, kKv / 128>(splits, partial, out, 4 * lane, 128, weights + r * splits, inv[r]);
   }
 }
 
@@ -232,18 +279,27 @@ __device__ __forceinline__ void combine_share(const MlaAttentionLaunch& p, const
 // A row's result depends on its own scores alone. Warp w of a warpgroup owns entries [16w, 16w + 16).
 
 // kBulk: tiles come by bulk copies from `cache_map` (block sizes that are multiples of 32), else by cp.async.
-// `split_sync`: non-null when the launch combines its splits itself (a cooperative launch with 2 to 4 splits).
+// `in_cluster`: the launch runs in clusters of its splits' blocks, which combine the splits themselves.
 template <typename T, bool kBulk>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_attention_wgmma_kernel(const MlaAttentionLaunch p, const __grid_constant__ CUtensorMap cache_map,
-                               uint32_t* split_sync) {
+                               bool in_cluster) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   TileWork w;
   if (!tile_work(p, w)) return;
-  const int64_t rows_total = p.tokens * p.heads;
+  unsigned char* sq = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
+  const uint32_t q_addr = smem_addr(sq);
   if (w.begin >= w.end && p.splits > 1) {  // nothing visible in this split: it contributes nothing
-    for (int r = threadIdx.x; r < w.count; r += blockDim.x) p.lse[blockIdx.z * rows_total + w.out_row + r] = -INFINITY;
-    if (split_sync != nullptr) combine_share<T>(p, w, split_sync, reinterpret_cast<float*>(smem_raw));
+    if (!in_cluster) {
+      const int64_t rows_total = p.tokens * p.heads;
+      for (int r = threadIdx.x; r < w.count; r += blockDim.x) p.lse[blockIdx.z * rows_total + w.out_row + r] = -INFINITY;
+      return;
+    }
+    const Received to = received_layout(w, p.splits, q_addr);
+    cluster_sync();
+    send_empty(w, p.splits, to);
+    cluster_sync();
+    combine_received<T>(p, w, to, sq);
     return;
   }
   // The warpgroup, broadcast from lane 0 so the compiler knows it is warp-uniform and keeps what derives from
@@ -253,11 +309,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int lane_in_group = threadIdx.x & 127;
   const int tq = lane & 3, gid = lane >> 2;
 
-  unsigned char* sq = smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024;
   unsigned char* skv = sq + kQBytes;
   unsigned char* sp = skv + kBuffers * kTileBytes;  // [group] P fragments: uint4 [2 k-steps][128 threads]
   float* smax = reinterpret_cast<float*>(sp + 2 * kPBytes);  // [group][64 rows]: tile tops
-  const uint32_t q_addr = smem_addr(sq), kv_addr = smem_addr(skv);
+  const uint32_t kv_addr = smem_addr(skv);
   const uint32_t full = smem_addr(smax + 2 * kTileEntries), empty = full + 8 * kBuffers;  // + 8 per buffer
 
   const T* cache = static_cast<const T*>(p.cache);
@@ -477,15 +532,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float2 other = reinterpret_cast<const float2*>(sp)[threadIdx.x ^ kGroupThreads];
   l[0] += other.x;
   l[1] += other.y;
-  store_rows<T, kKv, 32>(p, w, 16 * warp, group * kColsPerGroup + 2 * tq, o, m, l, group == 0 && tq == 0);
-  if (split_sync != nullptr) combine_share<T>(p, w, split_sync, reinterpret_cast<float*>(sq));  // Q is done with
+  if (!in_cluster) {
+    store_rows<T, kKv, 32>(p, w, 16 * warp, group * kColsPerGroup + 2 * tq, o, m, l, group == 0 && tq == 0);
+    return;
+  }
+  const Received to = received_layout(w, p.splits, q_addr);
+  cluster_sync();  // every block of the cluster is done with its Q tile and KV buffers, which now take the partials
+  send_rows(w, p.splits, to, 16 * warp + gid, group * kColsPerGroup + 2 * tq, o, m, l, group == 0 && tq == 0);
+  cluster_sync();
+  combine_received<T>(p, w, to, sq);
 }
 
 #else
 
 template <typename T, bool kBulk>
 __global__ void __launch_bounds__(kThreads, 1)
-    mla_attention_wgmma_kernel(const MlaAttentionLaunch, const __grid_constant__ CUtensorMap, uint32_t*) {
+    mla_attention_wgmma_kernel(const MlaAttentionLaunch, const __grid_constant__ CUtensorMap, bool) {
   __trap();
 }
 
@@ -497,32 +559,34 @@ bool cache_tensor_map(const MlaAttentionLaunch& p, CUtensorMap& map) {
   return p.block_size % kTokens == 0 && encode_swizzled_map(map, p.cache, p.dtype, p.cache_rows, kDim, kTokens);
 }
 
-// The split counters of `device`, the current one (zeroed once, then left at zero by every launch), or null where
-// they are not allocated yet and cannot be now: in a stream capture (the engine's eager warm-up allocates them
-// first). Launches on one device run one at a time (one stream per engine), so one set serves them all.
-constexpr int kSyncTiles = 1024;
-// With more splits a row's combine is a longer chain of dependent loads for the one warp that sums it in-kernel
-// than for the combine kernel's many threads: on an H200 the in-kernel combine was 2-4% faster at 2 splits
-// (B = 64 at context 8192), as fast at 8 (B = 16) and 10% slower at 32 (B = 1).
-constexpr int kMaxSplitsCombinedInKernel = 4;
-uint32_t* split_sync_counters(int device, cudaStream_t stream) {
-  static std::array<uint32_t*, 64> counters{};
+// Clusters hold at most 8 blocks portably: more splits leave partials for the combine kernel.
+constexpr int kMaxClusterSplits = 8;
+
+// How many clusters of `splits` blocks of `kernel` (launched as `config`) the current device holds at once, asked
+// once per device and split count (0 where it holds none, or the device cannot say).
+template <auto kernel>
+int resident_clusters(const cudaLaunchConfig_t& config, int splits) {
+  static std::array<std::array<int, kMaxClusterSplits + 1>, 64> known = [] {
+    std::array<std::array<int, kMaxClusterSplits + 1>, 64> unknown;
+    for (auto& row : unknown) row.fill(-1);
+    return unknown;
+  }();
   static std::mutex mutex;
-  if (device >= static_cast<int>(counters.size())) return nullptr;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device >= static_cast<int>(known.size())) return 0;
   std::lock_guard<std::mutex> lock(mutex);
-  if (counters[device] != nullptr) return counters[device];
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) return nullptr;
-  uint32_t* buffer = nullptr;
-  if (cudaMalloc(&buffer, 2 * kSyncTiles * sizeof(uint32_t)) != cudaSuccess) return nullptr;
-  if (cudaMemsetAsync(buffer, 0, 2 * kSyncTiles * sizeof(uint32_t), stream) != cudaSuccess) {
-    cudaFree(buffer);
-    return nullptr;
+  int& count = known[device][splits];
+  if (count < 0 && cudaOccupancyMaxActiveClusters(&count, kernel, &config) != cudaSuccess) {
+    cudaGetLastError();
+    count = 0;
   }
-  counters[device] = buffer;
-  return buffer;
+  return count;
 }
 
+// With 2 to 8 splits the launch runs in clusters of a tile's splits, which combine them (`combined`), where the
+// device holds every cluster at once: one wave, as the launch without clusters has at those split counts
+// (mla_attention_splits). Otherwise, or where the cluster launch fails (fewer SMs than the device has, under MPS),
+// the blocks leave partials for the combine kernel.
 template <typename T, bool kBulk>
 cudaError_t launch_kernel(const MlaAttentionLaunch& p, const CUtensorMap& map, cudaStream_t stream, bool& combined) {
   constexpr auto kernel = mla_attention_wgmma_kernel<T, kBulk>;
@@ -530,35 +594,31 @@ cudaError_t launch_kernel(const MlaAttentionLaunch& p, const CUtensorMap& map, c
   if (status != cudaSuccess) return status;
   const dim3 grid(static_cast<unsigned>(p.num_seqs), static_cast<unsigned>(ceil_div(p.max_query_len * p.heads, kTileEntries)),
                   static_cast<unsigned>(p.splits));
-  // One block per SM (its shared memory): the grid is resident at once when it has at most one per SM.
-  int device = 0;
-  status = cudaGetDevice(&device);
-  if (status != cudaSuccess) return status;
-  const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;
-  uint32_t* sync = p.splits > 1 && p.splits <= kMaxSplitsCombinedInKernel && tiles <= kSyncTiles &&
-                           tiles * grid.z <= multiprocessor_count(device)
-                       ? split_sync_counters(device, stream)
-                       : nullptr;
-  cudaLaunchAttribute cooperative{};
-  cooperative.id = cudaLaunchAttributeCooperative;
-  cooperative.val.cooperative = 1;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = 1;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = grid.z;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream;
-  config.attrs = sync != nullptr ? &cooperative : nullptr;
-  config.numAttrs = sync != nullptr ? 1 : 0;
-  status = cudaLaunchKernelEx(&config, kernel, p, map, sync);
-  if (status == cudaErrorCooperativeLaunchTooLarge) {  // fewer SMs than the device has (MPS): combine after
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  const int64_t tiles = static_cast<int64_t>(grid.x) * grid.y;
+  const bool in_cluster = p.splits > 1 && p.splits <= kMaxClusterSplits && tiles <= resident_clusters<kernel>(config, p.splits);
+  if (in_cluster) {
+    status = cudaLaunchKernelEx(&config, kernel, p, map, true);
+    if (status == cudaSuccess) {
+      combined = true;
+      return status;
+    }
     cudaGetLastError();
-    config.attrs = nullptr;
-    config.numAttrs = 0;
-    sync = nullptr;
-    status = cudaLaunchKernelEx(&config, kernel, p, map, sync);
   }
-  combined = sync != nullptr && status == cudaSuccess;
-  return status;
+  config.attrs = nullptr;
+  config.numAttrs = 0;
+  return cudaLaunchKernelEx(&config, kernel, p, map, false);
 }
 
 template <typename T>

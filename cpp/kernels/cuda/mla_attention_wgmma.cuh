@@ -10,9 +10,9 @@ namespace mtpserve::kernels::cuda {
 // Whether the launch's shape and dtype are the kernel's (bf16/fp16, kv_lora 512, dim 576).
 bool wgmma_attention_shape(const MlaAttentionLaunch& p);
 
-// The attention pass. With a few KV splits (2 to 4) and a grid that can be resident at once (a cooperative
-// launch), its blocks combine the splits themselves and `combined` is set; otherwise, with p.splits > 1, they
-// leave partials and lse for the caller's combine.
+// The attention pass. With 2 to 8 KV splits and a grid whose clusters of a tile's splits the GPU holds at once,
+// each cluster's blocks combine their splits through their shared memory and `combined` is set; otherwise, with
+// p.splits > 1, they leave partials and lse for the caller's combine.
 cudaError_t launch_mla_attention_wgmma(const MlaAttentionLaunch& p, cudaStream_t stream, bool& combined);
 
 }  // namespace mtpserve::kernels::cuda
