@@ -1,20 +1,14 @@
-set -uo pipefail
-out=${OUT:-/tmp/x}
-t0=$(date +%s); ts() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a $out/exp.txt; }
-STAGES=none bash scripts/gpu_check.sh > /tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }
-cat $out/environment.txt
-export PYTHONPATH=/tmp/site PATH=/usr/local/cuda/bin:$PATH CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
-files="cpp/kernels/cuda/mla_attention_tile.cuh cpp/kernels/cuda/mla_attention_wgmma.cu cpp/kernels/cuda/mla_attention_wgmma.cuh cpp/kernels/cuda/split_combine.cuh"
-use() { for f in $files; do cp .ab/$1/$f $f; done; python3 -m pip install --no-build-isolation --no-deps -e . > /tmp/rebuild.log 2>&1 || { tail -30 /tmp/rebuild.log; exit 1; }; ts "built $1"; }
-bench() { ts "bench $1"; python3 scripts/bench_mla_attention.py --batches 16,64,128 --ks 0,1,2,3 --reps 20 $3 --out /tmp/e > /tmp/e.txt 2>&1; grep -E "copy|^\| [0-9]|^ *(B|batch|kernel|  )" /tmp/e.txt | head -60 | tee -a $out/exp.txt; cp /tmp/e/mla_attention.json $out/mla_attention_$1_$2.json 2>/dev/null; cp /tmp/e.txt $out/bench_$1_$2.txt; }
+# Third call: v6 (the tree: 95ad0e9's cluster combine) tests, memcheck and the breakdown; base is 15d15e8. As run,
+# `bench base 1` stopped the call (its bench took no third argument under `set -u`); cluster_ab.sh redid the A/B.
+# Output: tests_and_breakdown.txt, breakdown_cluster.txt.
+FILES="cpp/kernels/cuda/mla_attention_tile.cuh cpp/kernels/cuda/mla_attention_wgmma.cu cpp/kernels/cuda/mla_attention_wgmma.cuh cpp/kernels/cuda/split_combine.cuh"
+BATCHES=16,64,128
+source docs/gpu/early_copy_1128/ab_lib.sh
 ts "built v6 (tree)"
-python3 .tl/dump_attn.py /tmp/dv6.pt
+dump v6
 timeout 200 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_cuda_attention.py 2>&1 | tail -3 | tee -a $out/exp.txt
 timeout 200 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_batch_invariance.py -k attention 2>&1 | tail -3 | tee -a $out/exp.txt
-timeout 120 compute-sanitizer --tool memcheck --print-limit 5 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_cuda_attention.py -k "graph or (split and h16)" 2>&1 | tail -4 | tee -a $out/exp.txt
-bench v6 1 "--breakdown"
-use base; python3 .tl/dump_attn.py /tmp/dbase.pt; bench base 1
-python3 .tl/cmp_attn.py /tmp/dv6.pt /tmp/dbase.pt | tee -a $out/exp.txt
-use v6; bench v6 2
-use base; bench base 2
+timeout 120 compute-sanitizer --tool memcheck --print-limit 5 python3 -m pytest -q -p no:cacheprovider -m cuda \
+  tests/test_cuda_attention.py -k "graph or (split and h16)" 2>&1 | tail -4 | tee -a $out/exp.txt
+bench v6 1 --breakdown
 ts done

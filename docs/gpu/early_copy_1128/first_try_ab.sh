@@ -1,19 +1,13 @@
-set -uo pipefail
-out=${OUT:-/tmp/x}
-t0=$(date +%s); ts() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a $out/exp.txt; }
-STAGES=none bash scripts/gpu_check.sh > /tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 1; }
-cat $out/environment.txt
-export PYTHONPATH=/tmp/site PATH=/usr/local/cuda/bin:$PATH CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
-f=cpp/kernels/cuda/mla_attention_wgmma.cu
-use() { cp .ab/$1/$f $f; python3 -m pip install --no-build-isolation --no-deps -e . > /tmp/rebuild.log 2>&1 || { tail -30 /tmp/rebuild.log; exit 1; }; ts "built $1"; }
-bench() { ts "bench $1"; python3 scripts/bench_mla_attention.py --batches 16,64,128 --ks 0,1,2,3 --reps 20 --out /tmp/e > /tmp/e.txt 2>&1; grep -E "copy|^\| [0-9]" /tmp/e.txt | tee -a $out/exp.txt; cp /tmp/e/mla_attention.json $out/mla_attention_$1_$2.json 2>/dev/null; }
+# First call: v2 (the tree: early copies with a four-tile prologue), v1 (early copies, blocking), v4 (v2 with the
+# in-kernel combine up to 8 splits), base (940efc5). Output: first_try_ab.txt.
+FILES=cpp/kernels/cuda/mla_attention_wgmma.cu BATCHES=16,64,128
+source docs/gpu/early_copy_1128/ab_lib.sh
 ts "built v2 (tree)"
-python3 .tl/dump_attn.py /tmp/dv2.pt
-timeout 200 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_cuda_attention.py 2>&1 | tail -2 | tee -a $out/exp.txt
+dump v2; attention_tests
 bench v2 1
-use v1; python3 .tl/dump_attn.py /tmp/dv1.pt; bench v1 1
-use base; python3 .tl/dump_attn.py /tmp/dbase.pt; bench base 1
-python3 .tl/cmp_attn.py /tmp/dv2.pt /tmp/dbase.pt | tee -a $out/exp.txt; python3 .tl/cmp_attn.py /tmp/dv1.pt /tmp/dbase.pt | tee -a $out/exp.txt
+use v1; dump v1; bench v1 1
+use base; dump base; bench base 1
+compare v2 base; compare v1 base
 use v4; bench v4 1
 use v2; bench v2 2
 use base; bench base 2
