@@ -517,12 +517,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       wgmma::commit();
     }
+    // This warp is done with tile a once a's products are (b's may still run), and with b after them: a's
+    // buffer is free for its next copy that much sooner. The last pair's buffers are never waited for.
+    wgmma::wait<1>();
+    if (lane == 0 && has_b) mbarrier_arrive(empty + 8 * (a % kBuffers));
     wgmma::wait();
     fence_operands(o);
-    if (lane == 0) {  // this warp is done with both tiles
-      mbarrier_arrive(empty + 8 * (a % kBuffers));
-      if (has_b) mbarrier_arrive(empty + 8 * (b % kBuffers));
-    }
+    if (lane == 0 && has_b) mbarrier_arrive(empty + 8 * (b % kBuffers));
   }
   // Each warpgroup summed its own tiles' probabilities: the row sums are the two together (a + b and b + a,
   // the same float in both warpgroups).
