@@ -266,6 +266,19 @@ __device__ __forceinline__ void combine_received(const MlaAttentionLaunch& p, co
   }
 }
 
+// The cluster's combine, once this block is done with its KV tiles: after a cluster barrier (every block is done
+// with its Q tile and KV buffers, which now take the partials), `send` puts this block's rows in their owners'
+// shared memory at `to`; after a second barrier each owner combines its rows.
+template <typename T, typename Send>
+__device__ __forceinline__ void combine_in_cluster(const MlaAttentionLaunch& p, const TileWork& w, unsigned char* sq,
+                                                   Send send) {
+  const Received to = received_layout(w, p.splits, smem_addr(sq));
+  cluster_sync();
+  send(to);
+  cluster_sync();
+  combine_received<T>(p, w, to, sq);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Two warpgroups take the KV tiles in pairs: warpgroup 0 tile a = 2i, warpgroup 1 tile b = 2i + 1, and each
 // holds the output of half the value columns ([256h, 256h + 256) for warpgroup h). Per pair:
@@ -295,11 +308,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int r = threadIdx.x; r < w.count; r += blockDim.x) p.lse[blockIdx.z * rows_total + w.out_row + r] = -INFINITY;
       return;
     }
-    const Received to = received_layout(w, p.splits, q_addr);
-    cluster_sync();
-    send_empty(w, p.splits, to);
-    cluster_sync();
-    combine_received<T>(p, w, to, sq);
+    combine_in_cluster<T>(p, w, sq, [&](const Received& to) { send_empty(w, p.splits, to); });
     return;
   }
   // The warpgroup, broadcast from lane 0 so the compiler knows it is warp-uniform and keeps what derives from
@@ -537,11 +546,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     store_rows<T, kKv, 32>(p, w, 16 * warp, group * kColsPerGroup + 2 * tq, o, m, l, group == 0 && tq == 0);
     return;
   }
-  const Received to = received_layout(w, p.splits, q_addr);
-  cluster_sync();  // every block of the cluster is done with its Q tile and KV buffers, which now take the partials
-  send_rows(w, p.splits, to, 16 * warp + gid, group * kColsPerGroup + 2 * tq, o, m, l, group == 0 && tq == 0);
-  cluster_sync();
-  combine_received<T>(p, w, to, sq);
+  combine_in_cluster<T>(p, w, sq, [&](const Received& to) {
+    send_rows(w, p.splits, to, 16 * warp + gid, group * kColsPerGroup + 2 * tq, o, m, l, group == 0 && tq == 0);
+  });
 }
 
 #else
