@@ -20,7 +20,10 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t leading, u
 
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-// Waits until at most N committed groups of this warpgroup are still running.
+// Waits until at most N committed groups of this warpgroup are still running. ptxas keeps the products
+// asynchronous only where every path from a product to a use of its registers passes a wait: a wait and a use under
+// the same runtime test (if (x) wait; ... if (x) use) read to it as a use without a wait, and it then serializes
+// every wgmma of the kernel (info C7514 / C7515; a WARPGROUP.DEPBAR after each HGMMA in the SASS).
 template <int N = 0>
 __device__ __forceinline__ void wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");

@@ -1,5 +1,6 @@
-# What this session's attention A/B calls shared (sourced by the scripts beside it and in ../cluster_combine_1128,
-# ../dependent_combine_1128; run on the lent GPU from the repository root with .whl, .tl and .ab carried).
+# What the attention A/B calls share (sourced by the scripts beside it, in ../cluster_combine_1128,
+# ../dependent_combine_1128 and in the 2026-11-29 folders ../*_1129; run on the lent GPU from the repository root
+# with .whl, .tl and .ab carried).
 # The calls ran their steps as standalone scripts; they are restated here over one shared preamble, same commands.
 # The tree as sent holds the new version; .ab/<name>/ holds each other version of $FILES. dump_attn.py and
 # cmp_attn.py are the ones in ../q_registers_1128 (as .tl/).
@@ -24,3 +25,16 @@ bench() {  # bench NAME RUN [extra options]: the attention benchmark at $BATCHES
 attention_tests() { timeout 200 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_cuda_attention.py 2>&1 | tail -2 | tee -a $out/exp.txt; }
 dump() { python3 .tl/dump_attn.py /tmp/d$1.pt; }
 compare() { python3 .tl/cmp_attn.py /tmp/d$1.pt /tmp/d$2.pt | tee -a $out/exp.txt; }
+invariance_tests() {
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_batch_invariance.py -k "attention" 2>&1 \
+    | tail -2 | tee -a $out/exp.txt
+}
+ab() {  # ab NEW BASE RUNS: NEW (the tree, built) checked and timed against BASE, the two alternating RUNS times
+  ts "built $1 (tree)"
+  dump $1; attention_tests; invariance_tests
+  bench $1 1
+  use $2; dump $2; bench $2 1
+  compare $1 $2
+  for run in $(seq 2 $3); do use $1; bench $1 $run; use $2; bench $2 $run; done
+  ts done
+}
