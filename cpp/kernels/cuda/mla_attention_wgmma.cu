@@ -527,7 +527,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::commit();
     }
     // This warp is done with tile a once a's products are (b's may still run), and with b after them: a's
-    // buffer is free for its next copy that much sooner. The last pair's buffers are never waited for.
+    // buffer is free for its next copy that much sooner. A pair without b is the last, whose buffer nothing waits
+    // for.
     wgmma::wait<1>();
     if (lane == 0 && has_b) mbarrier_arrive(empty + 8 * (a % kBuffers));
     wgmma::wait();
