@@ -106,10 +106,9 @@ __global__ void __launch_bounds__(256, 1) mla_attention_mma_kernel(MlaAttentionL
   if (!tile_work(p, w)) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = warp & 3, half = warp >> 2, tq = lane & 3;
-  const int64_t rows_total = p.tokens * p.heads;
 
   if (w.begin >= w.end && p.splits > 1) {  // nothing visible in this split: it contributes nothing
-    for (int r = threadIdx.x; r < w.count; r += blockDim.x) p.lse[blockIdx.z * rows_total + w.out_row + r] = -INFINITY;
+    mark_empty_split(p, w);
     return;
   }
 

@@ -183,6 +183,12 @@ __device__ __forceinline__ void row_limits(const MlaAttentionLaunch& p, const Ti
   }
 }
 
+// A split with nothing visible to the tile's rows: -inf as each row's lse, which leaves its partials unread.
+__device__ __forceinline__ void mark_empty_split(const MlaAttentionLaunch& p, const TileWork& w) {
+  const int64_t rows_total = p.tokens * p.heads;
+  for (int r = threadIdx.x; r < w.count; r += blockDim.x) p.lse[blockIdx.z * rows_total + w.out_row + r] = -INFINITY;
+}
+
 // A thread's two row sums, summed over its quad (the four threads of its rows).
 __device__ __forceinline__ void quad_sum(float (&l)[2]) {
 #pragma unroll

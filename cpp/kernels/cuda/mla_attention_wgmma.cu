@@ -304,8 +304,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t q_addr = smem_addr(sq);
   if (w.begin >= w.end && p.splits > 1) {  // nothing visible in this split: it contributes nothing
     if (!in_cluster) {
-      const int64_t rows_total = p.tokens * p.heads;
-      for (int r = threadIdx.x; r < w.count; r += blockDim.x) p.lse[blockIdx.z * rows_total + w.out_row + r] = -INFINITY;
+      mark_empty_split(p, w);
       return;
     }
     combine_in_cluster<T>(p, w, sq, [&](const Received& to) { send_empty(w, p.splits, to); });
