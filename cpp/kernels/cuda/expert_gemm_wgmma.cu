@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbarrier_init(full + 8 * s, 1);
         mbarrier_init(empty + 8 * s, kConsumerThreads / 32);
       }
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      fence_barrier_init();
     }
   }
   __syncthreads();

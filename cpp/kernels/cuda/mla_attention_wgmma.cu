@@ -364,7 +364,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Waits for tile t to land (its copies are seen by wgmma after the proxy fence).
   const auto wait_tile = [&](int t) {
     mbarrier_wait(full + 8 * (t % kBuffers), (t / kBuffers) & 1);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fence_async_shared();
   };
   const auto tile_desc = [&](int t, uint32_t offset, uint32_t leading) {
     return smem_desc(kv_addr + (t % kBuffers) * kTileBytes + offset, leading, 1024);
@@ -377,7 +377,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbarrier_init(full + 8 * b, kBulk ? 1 : kGroupThreads);
       mbarrier_init(empty + 8 * b, kThreads / 32);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    fence_barrier_init();
     if constexpr (kBulk) {
       load_tile(0, first_row(0));
       if (num_tiles > 1) load_tile(1, first_row(1));
@@ -422,7 +422,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (!kBulk && group < num_tiles) load_tile(group, 0);
   int next_row = kBulk && group + 2 < num_tiles ? first_row(group + 2) : 0;  // of this warpgroup's next tile
   cp_async_wait<0>();
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // Q's cp.async writes, read by wgmma
+  fence_async_shared();  // Q's cp.async writes, read by wgmma
   __syncthreads();
   uint32_t qf[kQRegisterSteps][4];
   load_q_fragments(sq, row0, tq, qf);
@@ -444,7 +444,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int valid = w.end - (w.begin + own * kTokens);
       if (kBulk && valid < kTokens) {  // the split's last tile, past its end
         zero_rows(skv + (own % kBuffers) * kTileBytes, valid, lane_in_group);
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        fence_async_shared();
         named_sync(3 + group, kGroupThreads);
       }
 #pragma unroll
