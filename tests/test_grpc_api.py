@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,7 +18,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from conftest import write_tiny_model
-from servers import start_serve, wait_until_healthy, wait_until_idle
+from servers import ended_state, start_serve, wait_until_healthy, wait_until_idle
 
 from mtpserve import LLM
 from mtpserve.client import Client, MtpserveError
@@ -71,16 +70,6 @@ def offline(model_dir):
 def client(served):
     with GrpcClient(served.target, timeout=30) as c:
         yield c
-
-
-def ended_state(served, request_id, timeout_s=10.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for state in list(served.ended):
-            if state.request_id == request_id:
-                return state
-        time.sleep(0.02)
-    raise AssertionError(f"request {request_id} never ended on the server")
 
 
 def greedy_request(prompt, max_tokens, **kw):

@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from conftest import write_tiny_model
-from servers import start_serve, wait_until_healthy, wait_until_idle
+from servers import ended_state, start_serve, wait_until_healthy, wait_until_idle
 
 from mtpserve import LLM
 from mtpserve.cli import main as cli_main
@@ -359,16 +359,6 @@ def test_server_keeps_serving_after_bad_requests(served, oai, http):
 
 
 # ---- disconnects ----------------------------------------------------------------------------------
-
-def ended_state(served, request_id, timeout_s=10.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for state in list(served.ended):
-            if state.request_id == request_id:
-                return state
-        time.sleep(0.02)
-    raise AssertionError(f"request {request_id} never ended on the server")
-
 
 @pytest.mark.parametrize("route, body", [("/v1/completions", {"prompt": PROMPT}),
                                          ("/v1/chat/completions", {"messages": CHAT})])
