@@ -53,7 +53,7 @@ struct EngineConfig {
   bool enable_graph = true;
   int64_t graph_max_batch = 256;
   // With enable_graph, the target forwards of steps with prompt tokens replay graphs too, in pieces between
-  // their attention calls (which run eagerly): one per padded row count, captured the first time it comes.
+  // their attention calls (which run eagerly): one per padded row count, all captured at start-up.
   // On one rank only (under tensor parallelism such steps run eagerly).
   bool enable_prefill_graph = true;
   // Fills the masks of requests with a grammar (SamplingParams::constraint) and revises their drafts;

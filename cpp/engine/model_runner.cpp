@@ -255,7 +255,18 @@ bool ModelRunner::capture_graphs(const GraphPlan& plan) {
   recursion_drafts_ = at::zeros({largest}, target_.embedding().options().dtype(at::kLong));
   recursion_hidden_ = at::zeros({largest, target_.config().hidden_size}, target_.embedding().options());
   for (int64_t seqs : plan_.batch_sizes) capture_batch(seqs);  // largest first: they share one pool
+  if (prefill) capture_prefill_graphs();
   return true;
+}
+
+// Recorded at start-up, so that serving never stops to record one: a recording costs about three eager steps, and
+// while it records cuBLAS chooses a kernel for each new GEMM shape on the host.
+void ModelRunner::capture_prefill_graphs() {
+  std::vector<int64_t> counts;
+  for (int64_t rows = 1; rows <= plan_.max_prefill_rows; rows = eager_rows_(rows) + 1) counts.push_back(eager_rows_(rows));
+  for (auto rows = counts.rbegin(); rows != counts.rend(); ++rows) {  // largest first, as the decode graphs
+    prefill_graphs_.emplace(*rows, capture_prefill(*rows));
+  }
 }
 
 int64_t ModelRunner::num_speculative_tokens() const { return mtp_ ? plan_.num_speculative_tokens : 0; }

@@ -33,7 +33,7 @@ struct GraphPlan {
   int64_t table_width = 0;      // block-table entries every sequence may need
   int64_t max_context_len = 0;  // the longest context a step may attend over
   // > 0: the target forwards of steps with prompt tokens, of up to about this many rows, replay piecewise graphs
-  // (kernels/piecewise_graph.h), one per row count, each captured the first time a step of its row count comes.
+  // (kernels/piecewise_graph.h), one per padded row count, all captured at start-up.
   // On one rank only: under tensor parallelism they run eagerly.
   int64_t max_prefill_rows = 0;
 };
@@ -111,8 +111,10 @@ class ModelRunner {
   void capture_batch(int64_t seqs);
   void allocate_prefill_buffers();
   bool fits_prefill_graph(const StepInput& input) const;
+  // The piecewise graph of every row count that steps with prompt tokens are padded to.
+  void capture_prefill_graphs();
   // The target forward of a step with prompt tokens through the piecewise graph of its row count (captured
-  // first if none has come yet); returns the logits of its sample rows.
+  // first if start-up recorded none); returns the logits of its sample rows.
   at::Tensor run_prefill_graph(const StepInput& input);
   std::unique_ptr<kernels::PiecewiseGraph> capture_prefill(int64_t rows);
   // The smallest batch bucket of at least `seqs` sequences that has the graph of this key's shape.

@@ -43,8 +43,8 @@ class EngineArgs:
     # Decode steps of up to graph_max_batch sequences replay CUDA graphs captured at start-up (GPUs only).
     enable_graph: bool = True
     graph_max_batch: int = 256
-    # With enable_graph, steps with prompt tokens replay CUDA graphs too, each captured the first time a step of
-    # its padded row count comes (on one rank; with tensor parallelism they run eagerly).
+    # With enable_graph, steps with prompt tokens replay CUDA graphs too, one per padded row count up to
+    # max_tokens_per_batch, captured at start-up (on one rank; with tensor parallelism they run eagerly).
     enable_prefill_graph: bool = True
     # Expert parallelism: 1, or the number of ranks (--nnodes), each then holding its share of the routed
     # experts whole (attention stays tensor parallel over the ranks of each attention group).
