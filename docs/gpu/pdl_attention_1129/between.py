@@ -1,9 +1,10 @@
 # Attention calls with the engine's predecessor between them: q assembled by torch.cat (q_latent, q_rope), then
+# (As run, its graph capture was written out here; it now calls gpu_timing.captured, which does the same.)
 # the attention, B = 16 and 64, k = 0..3, per-iteration us from a CUDA graph; plus a race check: graph replays
 # of back-to-back ragged calls (empty splits, outputs dropped) equal eager calls bit for bit.
 import sys, torch
 sys.path.insert(0, "scripts")
-from gpu_timing import graph_us
+from gpu_timing import captured, graph_us
 from mtpserve import _C
 g = torch.Generator(device="cuda").manual_seed(3)
 H, D, LORA, BS, CTX = 16, 576, 512, 64, 8192
@@ -49,13 +50,7 @@ def replay_all():
     kept.clear()
     for c in calls:
         kept.append(_C.mla_attention(*c))
-s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
-with torch.cuda.stream(s):
-    replay_all()
-torch.cuda.current_stream().wait_stream(s)
-graph = torch.cuda.CUDAGraph()
-with torch.cuda.graph(graph):
-    replay_all()
+graph = captured(replay_all)
 bad = 0
 for _ in range(20):
     graph.replay(); torch.cuda.synchronize()
