@@ -81,18 +81,15 @@ at::Tensor ModelRunner::run_target(const StepInput& input) {
 }
 
 bool ModelRunner::fits_prefill_graph(const StepInput& input) const {
-  const int64_t rows = input.wire[0];
-  return rows > 0 && rows <= plan_.max_prefill_rows &&
+  return prefill_graphs_.contains(input.wire[0]) &&
          static_cast<int64_t>(input.packed().size()) <= prefill_input_.numel();
 }
 
 at::Tensor ModelRunner::run_prefill_graph(const StepInput& input) {
-  const int64_t rows = input.wire[0];
-  auto graph = prefill_graphs_.find(rows);
-  if (graph == prefill_graphs_.end()) graph = prefill_graphs_.emplace(rows, capture_prefill(rows)).first;
+  const auto& graph = prefill_graphs_.at(input.wire[0]);
   const std::span<const StepInput> inputs(&input, 1);
   const DeviceStep step = device_steps(upload_into(prefill_input_, inputs), inputs)[0];
-  graph->second->replay(step.attention);
+  graph->replay(step.attention);
   target_hidden_ = graph_hidden_;
   return target_.logits(target_hidden_.index_select(0, step.sample_rows));
 }
@@ -263,7 +260,9 @@ bool ModelRunner::capture_graphs(const GraphPlan& plan) {
 // while it records cuBLAS chooses a kernel for each new GEMM shape on the host.
 void ModelRunner::capture_prefill_graphs() {
   std::vector<int64_t> counts;
-  for (int64_t rows = 1; rows <= plan_.max_prefill_rows; rows = eager_rows_(rows) + 1) counts.push_back(eager_rows_(rows));
+  for (int64_t rows = 1; rows <= plan_.max_prefill_rows; rows = eager_rows_(rows) + 1) {
+    counts.push_back(eager_rows_(rows));
+  }
   for (auto rows = counts.rbegin(); rows != counts.rend(); ++rows) {  // largest first, as the decode graphs
     prefill_graphs_.emplace(*rows, capture_prefill(*rows));
   }

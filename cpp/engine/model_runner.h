@@ -113,8 +113,8 @@ class ModelRunner {
   bool fits_prefill_graph(const StepInput& input) const;
   // The piecewise graph of every row count that steps with prompt tokens are padded to.
   void capture_prefill_graphs();
-  // The target forward of a step with prompt tokens through the piecewise graph of its row count (captured
-  // first if start-up recorded none); returns the logits of its sample rows.
+  // The target forward of a step with prompt tokens through the piecewise graph of its row count (one that
+  // fits_prefill_graph); returns the logits of its sample rows.
   at::Tensor run_prefill_graph(const StepInput& input);
   std::unique_ptr<kernels::PiecewiseGraph> capture_prefill(int64_t rows);
   // The smallest batch bucket of at least `seqs` sequences that has the graph of this key's shape.
