@@ -51,10 +51,8 @@ def wait_until_idle(engine, timeout_s=10.0):
 def ended_state(served, request_id, timeout_s=10.0):
     """The engine's final state of request `request_id` (a served test server records every ended request in
     `served.ended`), once it has ended; fails if it has not within the bound."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for state in list(served.ended):
-            if state.request_id == request_id:
-                return state
-        time.sleep(0.02)
-    raise AssertionError(f"request {request_id} never ended on the server")
+    def state():
+        return next((s for s in list(served.ended) if s.request_id == request_id), None)
+
+    wait_for(lambda: state() is not None, f"request {request_id} to end on the server", timeout_s)
+    return state()
