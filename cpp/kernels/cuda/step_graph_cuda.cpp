@@ -8,8 +8,10 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 namespace mtpserve::kernels::cuda {
 
@@ -55,6 +57,23 @@ class CudaStepGraph final : public StepGraph {
   at::cuda::CUDAGraph graph_;
 };
 
+// One capture stream per device for the whole process. The caching allocator reuses a freed block only on the stream
+// that allocated it, so graphs that share a pool share its memory only when they are captured on one stream; a stream
+// from torch's pool per capture left each of those 32 streams its own blocks (and its own cuBLAS workspace).
+c10::cuda::CUDAStream capture_stream() {
+  static std::mutex mutex;
+  static std::unordered_map<c10::DeviceIndex, c10::cuda::CUDAStream> streams;
+  const std::lock_guard lock(mutex);
+  const c10::DeviceIndex device = c10::cuda::current_device();
+  auto stream = streams.find(device);
+  if (stream == streams.end()) {
+    cudaStream_t raw = nullptr;
+    C10_CUDA_CHECK(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking));  // kept for the process's lifetime
+    stream = streams.emplace(device, c10::cuda::getStreamFromExternal(raw, device)).first;
+  }
+  return stream->second;
+}
+
 }  // namespace
 
 at::cuda::MempoolId_t graph_pool(StepGraph* graph) {
@@ -63,7 +82,7 @@ at::cuda::MempoolId_t graph_pool(StepGraph* graph) {
 
 void on_capture_stream(const std::function<void()>& work) {
   auto caller = c10::cuda::getCurrentCUDAStream();
-  auto side = c10::cuda::getStreamFromPool();
+  auto side = capture_stream();
   c10::cuda::CUDAEvent ready;
   ready.record(caller);
   ready.block(side);
