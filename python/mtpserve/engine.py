@@ -118,6 +118,7 @@ class EngineCore:
         caches, mtp_caches = self.model.allocate_caches(self.num_blocks, args.block_size)
         # k > num_nextn_predict_layers reuses the first MTP layer on its own output, as DeepSeek-V3 does.
         mtp = self.model.mtp_layers[0] if self.model.mtp_layers else None
+        self.graph_memory = 0  # bytes the CUDA graphs recorded at start-up hold (set by _start)
         self.engine = self._start(caches, mtp, mtp_caches[0] if mtp else None)
 
     def _start(self, caches, mtp, mtp_cache) -> _C.Engine:
@@ -128,10 +129,10 @@ class EngineCore:
         engine = _C.Engine(self._config(), self.model.target, caches, mtp, mtp_cache)
         if engine.num_graphs():
             torch.cuda.empty_cache()  # the warm-up runs' cached blocks are not graph memory
-            graph_mib = (torch.cuda.memory_reserved(self.args.device) - before) / 2**20
+            self.graph_memory = torch.cuda.memory_reserved(self.args.device) - before
             logger.info("captured %d CUDA graphs (batch sizes up to %d) in %.1f s, %.0f MiB", engine.num_graphs(),
                      min(self.args.graph_max_batch, self.args.max_seqs_per_batch), time.perf_counter() - start,
-                     graph_mib)
+                     self.graph_memory / 2**20)
         return engine
 
     def _config(self) -> _C.EngineConfig:
