@@ -10,8 +10,9 @@ the servers stop and --out-dir gets:
   throughput_vs_concurrency.png     output tokens/s, one line per method
   tpot_vs_concurrency.png           mean TPOT
   tpot_speedup_vs_concurrency.png   baseline mean TPOT / method mean TPOT at the same concurrency
-  sweep.json                        config, hardware, one summary row per run
-  raw/<method>_c<concurrency>.json  each run's full result (every request's chunk timestamps)
+  sweep.json                        config, hardware, one summary row per method and concurrency (its median
+                                    repeat), with every repeat's mean TPOT and [step, target, drafting] ms per step
+  raw/<method>_c<concurrency>_r<repeat>.json  each run's full result (every request's chunk timestamps)
   server_<method>.log               each server's output
 
 With --isolated only one server is alive at a time: each repeat starts the methods' servers one after another
@@ -216,9 +217,16 @@ def summary_row(method: str, k: int, policy: str, concurrency: int, result) -> d
 
 
 def median_row(rows: list[dict]) -> dict:
-    """The repeat with the median mean TPOT, with every repeat's TPOT beside it."""
+    """The repeat with the median mean TPOT, with every repeat's TPOT and engine step times beside it (with
+    --isolated a repeat is a server instance of its own, and instances differ: the step times say where)."""
     ordered = sorted(rows, key=lambda r: r["mean_tpot_ms"] if r["mean_tpot_ms"] is not None else float("inf"))
-    return {**ordered[len(ordered) // 2], "repeats_mean_tpot_ms": [r["mean_tpot_ms"] for r in rows]}
+    return {**ordered[len(ordered) // 2], "repeats_mean_tpot_ms": [r["mean_tpot_ms"] for r in rows],
+            "repeats_step_ms": [[r["step_ms"], r["target_ms"], draft_ms_per_step(r)] for r in rows]}
+
+
+def draft_ms_per_step(row: dict) -> float | None:
+    steps = row["engine_steps"]
+    return 1000 * row["draft_seconds"] / steps if steps and row["draft_seconds"] is not None else None
 
 
 def chosen_k(row: dict) -> str:
