@@ -2,9 +2,10 @@
 Greedy output with graphs equals output without them (float32; every first divergence must be a
 near-tie of the eager run, since padding changes a GEMM's row count), for k = 0..3 and batches that
 hit padded buckets while sequences finish at different lengths; greedy MTP with graphs equals k = 0
-with graphs, also where requests join the batch mid-decode (their prefill steps fill the MTP cache eagerly and
-replay the graphs of the draft forwards alone). Steps with prompt tokens replay piecewise graphs, one per padded row
-count, recorded at start-up, unless enable_prefill_graph is off."""
+with graphs, also where requests join the batch mid-decode (their prefill steps fill the MTP cache through a piecewise
+graph and replay the graphs of the draft forwards alone). Steps with prompt tokens replay piecewise graphs, one per
+padded row count for the target forward and, with MTP, one for the fill, recorded at start-up, unless
+enable_prefill_graph is off."""
 import pytest
 import torch
 
@@ -62,10 +63,10 @@ def assert_same_or_near_ties(base_outputs, other_outputs, what: str) -> None:
 def test_graphs_are_captured_for_every_bucket(runs):
     # Buckets 1, 2, 4, 8, 16, 24, 32: a target graph per query length 1..k + 1, and with MTP a drafting
     # graph per number of recursive forwards 0..k - 1 and one of the recursive forwards alone per number 1..k - 1;
-    # then a piecewise graph per padded row count of steps with prompt tokens.
+    # then a piecewise graph per padded row count of steps with prompt tokens, and with MTP one of their fills.
     assert runs[True, 0, "graphs"] == 7 + PROMPT_ROW_COUNTS
     for k in (1, 2, 3):
-        assert runs[True, k, "graphs"] == 7 * (3 * k) + PROMPT_ROW_COUNTS
+        assert runs[True, k, "graphs"] == 7 * (3 * k) + 2 * PROMPT_ROW_COUNTS
         assert runs[False, k, "graphs"] == 0
 
 

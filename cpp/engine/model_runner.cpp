@@ -76,13 +76,13 @@ at::Tensor ModelRunner::run_target(const StepInput& input) {
   if (input.shape) return replay({input.shape->seqs, input.shape->query_len}, inputs)[0];
   last_target_graph_.reset();
   announce(StepKind::kTarget, input.wire);
-  if (fits_prefill_graph(input)) return run_prefill_graph(input);
+  if (fits_piecewise(prefill_graphs_, input)) return run_prefill_graph(input);
   return forward(StepKind::kTarget, device_steps(upload(inputs, device_), inputs)[0]);
 }
 
-bool ModelRunner::fits_prefill_graph(const StepInput& input) const {
-  return prefill_graphs_.contains(input.wire[0]) &&
-         static_cast<int64_t>(input.packed().size()) <= prefill_input_.numel();
+bool ModelRunner::fits_piecewise(const std::map<int64_t, std::unique_ptr<kernels::PiecewiseGraph>>& graphs,
+                                 const StepInput& input) const {
+  return graphs.contains(input.wire[0]) && static_cast<int64_t>(input.packed().size()) <= prefill_input_.numel();
 }
 
 at::Tensor ModelRunner::run_prefill_graph(const StepInput& input) {
@@ -94,16 +94,44 @@ at::Tensor ModelRunner::run_prefill_graph(const StepInput& input) {
   return target_.logits(target_hidden_.index_select(0, step.sample_rows));
 }
 
-// Recorded over one-row sequences that write nothing: the pieces read the step's token ids, positions and slots
-// alone, which lie first in its input whatever its sequences.
-std::unique_ptr<kernels::PiecewiseGraph> ModelRunner::capture_prefill(int64_t rows) {
+// The fill's source rows lie past its sample rows in its input, where they move with the sample count: they are
+// gathered before the replay into fill_sources_, which the graph reads.
+at::Tensor ModelRunner::run_fill_graph(const StepInput& input, bool reads_stash) {
+  const auto& graph = fill_graphs_.at(input.wire[0]);
+  const std::span<const StepInput> inputs(&input, 1);
+  const DeviceStep step = device_steps(upload_into(prefill_input_, inputs), inputs)[0];
+  const int64_t rows = step.token_ids.size(0);
+  fill_sources_.narrow(0, 0, rows).copy_(reads_stash ? catch_up_sources(step.source_rows)
+                                                     : target_hidden_.index_select(0, step.source_rows));
+  graph->replay(step.attention);
+  mtp_hidden_ = fill_hidden_.index_select(0, step.sample_rows);
+  drafts_ = mtp_->logits(mtp_hidden_).argmax(-1);
+  return drafts_;
+}
+
+// Pieces are recorded over one-row sequences that write nothing: they read the step's token ids, positions and
+// slots alone, which lie first in its input whatever its sequences.
+DeviceStep ModelRunner::placeholder_step(int64_t rows) {
   StepBuilder builder(0);
   for (int64_t i = 0; i < rows; ++i) builder.add_padding();
   const StepInput placeholder = builder.build();
   const std::span<const StepInput> inputs(&placeholder, 1);
-  const DeviceStep step = device_steps(upload_into(prefill_input_, inputs), inputs)[0];
+  return device_steps(upload_into(prefill_input_, inputs), inputs)[0];
+}
+
+std::unique_ptr<kernels::PiecewiseGraph> ModelRunner::capture_prefill(int64_t rows) {
+  const DeviceStep step = placeholder_step(rows);
   const auto body = [&] {
     graph_hidden_.narrow(0, 0, rows).copy_(target_.forward(step.token_ids, step.positions, caches_, step.attention));
+  };
+  return kernels::ops_for(device_).capture_piecewise(body, graphs_->pool_owner(), prefill_queries_, prefill_outputs_);
+}
+
+std::unique_ptr<kernels::PiecewiseGraph> ModelRunner::capture_fill(int64_t rows) {
+  const DeviceStep step = placeholder_step(rows);
+  const auto body = [&] {
+    fill_hidden_.narrow(0, 0, rows).copy_(mtp_->forward(step.token_ids, fill_sources_.narrow(0, 0, rows),
+                                                        step.positions, target_.rope(), mtp_cache_, step.attention));
   };
   return kernels::ops_for(device_).capture_piecewise(body, graphs_->pool_owner(), prefill_queries_, prefill_outputs_);
 }
@@ -118,6 +146,10 @@ void ModelRunner::allocate_prefill_buffers() {
   // the placeholder of capture_prefill() has one sequence per row.
   const int64_t words = std::max(10 * rows, 5 * rows + seqs * (plan_.table_width + 4)) + 2;
   prefill_input_ = at::empty({words}, options.dtype(at::kLong));
+  if (num_speculative_tokens() > 0) {
+    fill_sources_ = at::zeros({rows, c.hidden_size}, options);  // what recording reads: finite, unlike empty()
+    fill_hidden_ = at::empty({rows, c.hidden_size}, options);
+  }
 }
 
 bool ModelRunner::leads_group() const { return target_.tp().enabled() && target_.tp().rank() == 0; }
@@ -128,7 +160,7 @@ void ModelRunner::announce(StepKind kind, std::span<const int64_t> wire) const {
 
 const std::vector<at::Tensor>& ModelRunner::replay(GraphKey key, std::span<const StepInput> inputs) {
   if (leads_group()) send_step(target_.tp(), StepKind::kReplayGraph, replay_wire(key, inputs));  // one rank builds no message
-  if (key.draft_forwards > 0 && key.query_len == 0) {  // after an eager fill, on every rank
+  if (key.draft_forwards > 0 && key.query_len == 0) {  // after an unshaped fill, on every rank
     const int64_t rows = std::min(drafts_.size(0), key.seqs);
     recursion_drafts_.narrow(0, 0, rows).copy_(drafts_.narrow(0, 0, rows));
     recursion_hidden_.narrow(0, 0, rows).copy_(mtp_hidden_.narrow(0, 0, rows));
@@ -153,17 +185,22 @@ at::Tensor ModelRunner::run_drafts(std::vector<StepInput> forwards, bool fill_re
   if (forwards[0].shape) {
     return replay({forwards[0].shape->seqs, forwards[0].shape->query_len, draft_forwards}, forwards)[0];
   }
-  const std::span<const StepInput> eager = std::span<const StepInput>(forwards).first(
-      draft_forwards > 0 && forwards[1].shape ? 1 : forwards.size());
-  const auto steps = device_steps(upload(eager, device_), eager);
   std::vector<at::Tensor> drafts;
+  const size_t graphed_fill = fits_piecewise(fill_graphs_, forwards[0]) ? 1 : 0;
+  if (graphed_fill) {
+    announce(mtp_kind(0, fill_reads_stash), forwards[0].wire);
+    drafts.push_back(run_fill_graph(forwards[0], fill_reads_stash));
+  }
+  const size_t unshaped = draft_forwards > 0 && forwards[1].shape ? 1 : forwards.size();
+  const auto eager = std::span<const StepInput>(forwards).subspan(graphed_fill, unshaped - graphed_fill);
+  const auto steps = eager.empty() ? std::vector<DeviceStep>{} : device_steps(upload(eager, device_), eager);
   for (size_t j = 0; j < eager.size(); ++j) {
     // Announced one at a time: a worker must meet each forward's collectives in rank 0's order.
-    const StepKind kind = mtp_kind(j, fill_reads_stash);
-    announce(kind, forwards[j].wire);
+    const StepKind kind = mtp_kind(graphed_fill + j, fill_reads_stash);
+    announce(kind, eager[j].wire);
     drafts.push_back(forward(kind, steps[j]));
   }
-  if (eager.size() < forwards.size()) {
+  if (unshaped < forwards.size()) {
     drafts.push_back(replay({forwards[1].shape->seqs, 0, draft_forwards}, std::span(forwards).subspan(1))[0]);
   }
   return at::cat(drafts);
@@ -265,6 +302,7 @@ void ModelRunner::capture_prefill_graphs() {
   }
   for (auto rows = counts.rbegin(); rows != counts.rend(); ++rows) {  // largest first, as the decode graphs
     prefill_graphs_.emplace(*rows, capture_prefill(*rows));
+    if (num_speculative_tokens() > 0) fill_graphs_.emplace(*rows, capture_fill(*rows));
   }
 }
 
@@ -276,8 +314,9 @@ StepShape ModelRunner::shape_of(int64_t seqs, int64_t query_len, int64_t samples
 
 // The target step for every query length 1..k + 1 (a step's k may be below the configured one), the
 // drafting for every number of recursive forwards 0..k - 1, its fill padded to k + 1 rows, and the recursive
-// forwards alone for every number 1..k - 1: a step with prefill chunks fills eagerly (its rows fit no graph),
-// and its draft forwards, run eagerly too, cost an H200 0.5 ms each with the embedded model.
+// forwards alone for every number 1..k - 1: the fill of a step with prefill chunks fits no graph of these (it
+// replays a piecewise one, or runs eagerly), and its draft forwards, run eagerly too, cost an H200 0.5 ms each with
+// the embedded model.
 void ModelRunner::capture_batch(int64_t seqs) {
   const int64_t k = num_speculative_tokens();
   for (int64_t q = 1; q <= k + 1; ++q) {
@@ -300,7 +339,7 @@ void ModelRunner::capture_batch(int64_t seqs) {
   for (int64_t recursions = 1; recursions < k; ++recursions) {
     const std::vector<StepInput> forwards(recursions, StepBuilder(0, shape_of(seqs, 1, 1)).build());
     graphs_->capture({seqs, 0, recursions}, forwards, [&](const auto& steps) {
-      drafts_ = recursion_drafts_.narrow(0, 0, seqs);  // where replay() puts the eager fill's
+      drafts_ = recursion_drafts_.narrow(0, 0, seqs);  // where replay() puts the unshaped fill's
       mtp_hidden_ = recursion_hidden_.narrow(0, 0, seqs);
       std::vector<at::Tensor> drafts;
       for (const auto& step : steps) drafts.push_back(forward(StepKind::kMtpDraft, step));

@@ -32,8 +32,8 @@ struct GraphPlan {
   int64_t num_speculative_tokens = 0;
   int64_t table_width = 0;      // block-table entries every sequence may need
   int64_t max_context_len = 0;  // the longest context a step may attend over
-  // > 0: the target forwards of steps with prompt tokens, of up to about this many rows, replay piecewise graphs
-  // (kernels/piecewise_graph.h), one per padded row count, all captured at start-up.
+  // > 0: the target forwards of steps with prompt tokens, of up to about this many rows, and with MTP their fills,
+  // replay piecewise graphs (kernels/piecewise_graph.h), one per padded row count, all captured at start-up.
   // On one rank only: under tensor parallelism they run eagerly.
   int64_t max_prefill_rows = 0;
 };
@@ -50,10 +50,11 @@ class ModelRunner {
   // returns false (capturing nothing) where the device has no graphs or the experts are split across
   // ranks (their all-to-alls are sized on the host).
   bool capture_graphs(const GraphPlan& plan);
-  size_t num_graphs() const { return (graphs_ ? graphs_->size() : 0) + prefill_graphs_.size(); }
+  size_t num_graphs() const { return (graphs_ ? graphs_->size() : 0) + prefill_graphs_.size() + fill_graphs_.size(); }
   // Frees the graphs once no step follows: NCCL does not destroy a communicator while a graph that
   // holds its collectives lives, so a group's shutdown would wait for them.
   void release_graphs() {
+    fill_graphs_.clear();
     prefill_graphs_.clear();
     graphs_.reset();
   }
@@ -63,7 +64,7 @@ class ModelRunner {
   // The padded shapes (fill, draft forwards) of MTP drafting for `seqs` sequences of the last target
   // step (when it replayed a graph) with `draft_forwards` recursive forwards, when a graph has them.
   std::optional<std::pair<StepShape, StepShape>> draft_shapes(int64_t seqs, int64_t draft_forwards) const;
-  // The padded shape of `draft_forwards` recursive draft forwards for `seqs` sequences whose fill runs eagerly
+  // The padded shape of `draft_forwards` recursive draft forwards for `seqs` sequences whose fill has no such shape
   // (a step with prefill chunks, a catch-up), when a graph has them.
   std::optional<StepShape> recursion_shape(int64_t seqs, int64_t draft_forwards) const;
 
@@ -72,9 +73,9 @@ class ModelRunner {
   // The MTP forwards of a step: forwards[0] is the fill (its source rows index the last target
   // forward's rows, and with `fill_reads_stash` negative ones the stash), then the recursive draft
   // forwards (source rows index the previous forward's sampled rows). Returns every forward's drafts
-  // (argmax of its sampled rows), concatenated. Shaped draft forwards after an unshaped fill replay the graph
-  // of the draft forwards alone. Under lockstep it runs as many forwards as the group that runs most, the
-  // missing ones empty, and may be given none at all.
+  // (argmax of its sampled rows), concatenated. An unshaped fill replays the piecewise graph of its row count where
+  // there is one, and shaped draft forwards after it replay the graph of the draft forwards alone. Under lockstep
+  // it runs as many forwards as the group that runs most, the missing ones empty, and may be given none at all.
   at::Tensor run_drafts(std::vector<StepInput> forwards, bool fill_reads_stash = false);
   // A target forward of no tokens: an idle group's part in a lockstep step (then run_drafts({}) with MTP).
   void run_empty_target();
@@ -110,13 +111,21 @@ class ModelRunner {
   at::Tensor catch_up_sources(const at::Tensor& rows) const;
   void capture_batch(int64_t seqs);
   void allocate_prefill_buffers();
-  bool fits_prefill_graph(const StepInput& input) const;
-  // The piecewise graph of every row count that steps with prompt tokens are padded to.
+  // Whether `graphs` has the piecewise graph of the input's row count and the input fits their input buffer.
+  bool fits_piecewise(const std::map<int64_t, std::unique_ptr<kernels::PiecewiseGraph>>& graphs,
+                      const StepInput& input) const;
+  // The piecewise graphs of every row count that steps with prompt tokens are padded to: the target forward's and,
+  // with MTP, the fill's.
   void capture_prefill_graphs();
   // The target forward of a step with prompt tokens through the piecewise graph of its row count (one that
-  // fits_prefill_graph); returns the logits of its sample rows.
+  // fits_piecewise); returns the logits of its sample rows.
   at::Tensor run_prefill_graph(const StepInput& input);
+  // The MTP fill over `input` through the piecewise graph of its row count; returns its drafts, as run_mtp().
+  at::Tensor run_fill_graph(const StepInput& input, bool reads_stash);
+  // The device view of a placeholder input of `rows` one-row sequences that write nothing, in prefill_input_.
+  DeviceStep placeholder_step(int64_t rows);
   std::unique_ptr<kernels::PiecewiseGraph> capture_prefill(int64_t rows);
+  std::unique_ptr<kernels::PiecewiseGraph> capture_fill(int64_t rows);
   // The smallest batch bucket of at least `seqs` sequences that has the graph of this key's shape.
   std::optional<int64_t> smallest_bucket(int64_t seqs, int64_t query_len, int64_t draft_forwards) const;
   int64_t num_speculative_tokens() const;
@@ -140,7 +149,11 @@ class ModelRunner {
   std::map<int64_t, std::unique_ptr<kernels::PiecewiseGraph>> prefill_graphs_;  // by row count
   at::Tensor prefill_input_;  // the step input the piecewise graphs read (int64 words)
   at::Tensor prefill_queries_, prefill_outputs_;  // what their attention calls read and write
-  // [largest batch] and [largest batch, hidden]: an eager fill's drafts and hidden states, where the graphs of the
+  // The MTP fill after a step with prompt tokens, by row count: every row goes through the layer (the graph's shapes
+  // follow the row count alone), and the sampled rows are taken from its output afterwards.
+  std::map<int64_t, std::unique_ptr<kernels::PiecewiseGraph>> fill_graphs_;
+  at::Tensor fill_sources_, fill_hidden_;  // [max_prefill_rows, hidden]: the fill graphs' hidden states in and out
+  // [largest batch] and [largest batch, hidden]: an unshaped fill's drafts and hidden states, where the graphs of the
   // draft forwards alone read them
   at::Tensor recursion_drafts_, recursion_hidden_;
   GraphPlan plan_;

@@ -47,9 +47,9 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                         help="replay CUDA graphs, captured at start-up, for decode steps of up to --graph_max_batch "
                              "sequences (GPUs only; false runs every step eagerly)")
     parser.add_argument("--enable_prefill_graph", type=parse_bool, default=defaults["enable_prefill_graph"].default,
-                        help="with --enable_graph, steps with prompt tokens replay CUDA graphs too, one per padded "
-                             "row count up to --max_tokens_per_batch, captured at start-up (one rank; false runs them "
-                             "eagerly and starts sooner)")
+                        help="with --enable_graph, steps with prompt tokens (their target forward and MTP fill) "
+                             "replay CUDA graphs too, one per padded row count up to --max_tokens_per_batch, captured "
+                             "at start-up (one rank; false runs them eagerly and starts sooner)")
 
 
 def engine_kwargs(ns: argparse.Namespace) -> dict:
