@@ -11,7 +11,8 @@ the servers stop and --out-dir gets:
   tpot_vs_concurrency.png           mean TPOT
   tpot_speedup_vs_concurrency.png   baseline mean TPOT / method mean TPOT at the same concurrency
   sweep.json                        config, hardware, one summary row per method and concurrency (its median
-                                    repeat), with every repeat's mean TPOT and [step, target, drafting] ms per step
+                                    repeat), with every repeat's mean TPOT and [step, target, drafting, drafting's
+                                    host work before its launch] ms per step
   raw/<method>_c<concurrency>_r<repeat>.json  each run's full result (every request's chunk timestamps)
   server_<method>.log               each server's output
 
@@ -213,7 +214,7 @@ def summary_row(method: str, k: int, policy: str, concurrency: int, result) -> d
             "engine_busy": engine.get("busy"),
             "engine_prompt_steps": engine.get("prompt_steps"), "engine_steps": engine.get("steps"),
             "step_ms": engine.get("step_ms"), "target_ms": engine.get("target_ms"),
-            "sample_ms": engine.get("sample_ms")}
+            "sample_ms": engine.get("sample_ms"), "draft_host_ms": engine.get("draft_host_ms")}
 
 
 def median_row(rows: list[dict]) -> dict:
@@ -221,7 +222,8 @@ def median_row(rows: list[dict]) -> dict:
     --isolated a repeat is a server instance of its own, and instances differ: the step times say where)."""
     ordered = sorted(rows, key=lambda r: r["mean_tpot_ms"] if r["mean_tpot_ms"] is not None else float("inf"))
     return {**ordered[len(ordered) // 2], "repeats_mean_tpot_ms": [r["mean_tpot_ms"] for r in rows],
-            "repeats_step_ms": [[r["step_ms"], r["target_ms"], draft_ms_per_step(r)] for r in rows]}
+            "repeats_step_ms": [[r["step_ms"], r["target_ms"], draft_ms_per_step(r), r["draft_host_ms"]]
+                                for r in rows]}
 
 
 def draft_ms_per_step(row: dict) -> float | None:

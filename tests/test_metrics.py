@@ -120,6 +120,9 @@ def test_engine_step_time_is_exported_with_the_steps_that_computed_prompts(serve
     assert value(after, "mtpserve:engine_step_seconds_total") == engine.stats().step_seconds
     # Each step's target forward and its sampling lie within the step.
     assert 0 < delta("mtpserve:engine_target_seconds_total") + delta("mtpserve:engine_sample_seconds_total") <= step_s
+    # At k = 1 every step drafts after its tokens are known; its host part before the launch lies within the step too.
+    assert 0 < delta("mtpserve:engine_draft_host_seconds_total") < step_s
+    assert value(after, "mtpserve:engine_draft_host_seconds_total") == engine.stats().draft_host_seconds
     assert value(after, "mtpserve:engine_target_seconds_total") == engine.stats().target_seconds
 
 

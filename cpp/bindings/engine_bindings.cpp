@@ -52,6 +52,7 @@ void bind_outputs(py::module_& m) {
       .def_readonly("target_seconds", &EngineStats::target_seconds)
       .def_readonly("sample_seconds", &EngineStats::sample_seconds)
       .def_readonly("draft_seconds", &EngineStats::draft_seconds)
+      .def_readonly("draft_host_seconds", &EngineStats::draft_host_seconds)
       .def_readonly("step_seconds", &EngineStats::step_seconds)
       .def_readonly("prompt_step_seconds", &EngineStats::prompt_step_seconds)
       .def_readonly("prompt_steps", &EngineStats::prompt_steps)

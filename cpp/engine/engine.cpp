@@ -509,6 +509,7 @@ double Engine::draft_next(const SchedulerOutput& plan, const StepInput& input, c
   const double device_seconds = draft_timer_->seconds();
   std::lock_guard lock(stats_mutex_);
   stats_.draft_seconds += device_seconds;
+  stats_.draft_host_seconds += shape.launched_at - sampled_at;
   stats_.fill_skipped_steps += shape.num_seqs > 0 && shape.fill_rows == 0 ? 1 : 0;
   stats_.caught_up_positions += shape.caught_up;
   return seconds;
@@ -628,7 +629,9 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
   DraftShape shape;
   shape.num_seqs = static_cast<int64_t>(requests.size()) + retired.seqs;
   requests = defer_fills(std::move(requests), decoded, unused, retiring, dropping, deferring);
-  drafter_->propose(requests);
+  DraftForwards forwards = drafter_->forwards(requests);
+  shape.launched_at = timer_->seconds();
+  drafter_->run(requests, std::move(forwards));
   for (size_t i = 0; i < requests.size(); ++i) {
     const DraftRequest& r = requests[i];
     Request& request = requests_.at(r.seq->id);

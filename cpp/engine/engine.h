@@ -72,6 +72,9 @@ struct EngineStats {
   // GPU), and host time from the target's launch until the step's tokens are known (sampling and
   // verification, waiting for the device included).
   double target_seconds = 0, sample_seconds = 0, draft_seconds = 0;
+  // Host seconds of MTP drafting before its forwards are launched (the policy's plan, deferrals, building the
+  // forwards' inputs): the device idles through them, and draft_seconds counts them too.
+  double draft_host_seconds = 0;
   // Wall seconds of whole steps (scheduling to outputs ready), and of the steps that computed prompt tokens:
   // against elapsed time they tell an engine that is the bottleneck from one that waits for its frontend.
   double step_seconds = 0, prompt_step_seconds = 0;
@@ -149,6 +152,7 @@ class Engine {
   // The draft phase's work, as the step cost model counts it (fill_rows include caught-up positions).
   struct DraftShape {
     int64_t num_seqs = 0, fill_rows = 0, caught_up = 0, recursions = 0, recursion_rows = 0;
+    double launched_at = 0;  // timer_ seconds when the forwards were ready to launch
   };
 
   void loop();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 
 namespace mtpserve {
 
@@ -49,11 +50,8 @@ StepInput draft_input(const std::vector<DraftRequest>& requests, int64_t j, int6
 
 }  // namespace
 
-void MtpDrafter::propose(const std::vector<DraftRequest>& requests) const {
-  if (requests.empty()) {
-    runner_.run_drafts({});  // under lockstep the other groups' drafting still needs this rank
-    return;
-  }
+DraftForwards MtpDrafter::forwards(const std::vector<DraftRequest>& requests) const {
+  if (requests.empty()) return {};
   int64_t most = 0;
   for (const auto& r : requests) most = std::max(most, r.num_drafts);
   const int64_t recursions = std::max<int64_t>(0, most - 1);
@@ -69,14 +67,23 @@ void MtpDrafter::propose(const std::vector<DraftRequest>& requests) const {
   }
   // Run eagerly, every forward is padded alike: each samples eager_rows(requests) rows, one per request first.
   const kernels::EagerRowsFn eager_rows = runner_.eager_rows();
-  std::vector<StepInput> forwards{fill_input(requests, block_size_, fill_shape, eager_rows)};
+  DraftForwards drafting{{fill_input(requests, block_size_, fill_shape, eager_rows)}, catch_up};
   for (int64_t j = 1; j <= recursions; ++j) {
-    forwards.push_back(draft_input(requests, j, block_size_, draft_shape, eager_rows));
+    drafting.forwards.push_back(draft_input(requests, j, block_size_, draft_shape, eager_rows));
   }
-  auto host = runner_.run_drafts(forwards, catch_up).cpu();
+  return drafting;
+}
+
+void MtpDrafter::run(const std::vector<DraftRequest>& requests, DraftForwards drafting) const {
+  if (requests.empty()) {
+    runner_.run_drafts({});  // under lockstep the other groups' drafting still needs this rank
+    return;
+  }
+  const std::vector<StepInput>& forwards = drafting.forwards;
+  const int64_t fill_rows = forwards[0].sampled_rows(), rows = forwards.size() > 1 ? forwards[1].sampled_rows() : 0;
+  auto host = runner_.run_drafts(std::move(drafting.forwards), drafting.catch_up).cpu();
   // Draft j + 1 of request a is row a of forward j's drafts; the fill may sample more rows than the others.
   const int64_t* drafts = host.data_ptr<int64_t>();
-  const int64_t fill_rows = forwards[0].sampled_rows(), rows = recursions > 0 ? forwards[1].sampled_rows() : 0;
   for (size_t a = 0; a < requests.size(); ++a) {
     auto& out = requests[a].seq->draft_tokens;
     out.clear();

@@ -24,12 +24,22 @@ struct DraftRequest {
   StashedPositions stashed = {};  // positions first_pair - stashed.count .. first_pair - 1, to catch up
 };
 
+// The MTP forwards of one drafting as the host builds them: the fill, then the recursive draft forwards.
+struct DraftForwards {
+  std::vector<StepInput> forwards;
+  bool catch_up = false;  // the fill runs stashed positions first
+};
+
 class MtpDrafter {
  public:
   MtpDrafter(ModelRunner& runner, int64_t block_size) : runner_(runner), block_size_(block_size) {}
 
   // Sets each request's seq->draft_tokens (tokens up to first_pair + num_pairs must be known).
-  void propose(const std::vector<DraftRequest>& requests) const;
+  void propose(const std::vector<DraftRequest>& requests) const { run(requests, forwards(requests)); }
+  // propose() in two halves, so that the engine can tell the host's part of drafting from the device's: the
+  // forwards built on the host (none for no requests), then their run and the drafts' copy back.
+  DraftForwards forwards(const std::vector<DraftRequest>& requests) const;
+  void run(const std::vector<DraftRequest>& requests, DraftForwards drafting) const;
 
  private:
   ModelRunner& runner_;

@@ -282,16 +282,17 @@ def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None,
     """The share of the run the server's engine spent in steps ("busy"), and in steps that computed prompt tokens
     ("prompt_steps"), from mtpserve's engine_step_seconds counters: near 1, the engine bounds the numbers; well
     below, the requests waited elsewhere (the frontend, the client). Where the server counts them, also the steps
-    run ("steps") and their mean milliseconds: whole ("step_ms"), in the target forward ("target_ms"), and from its
-    launch to the tokens ("sample_ms"); what a slower engine spends its extra time on. Where it counts them, also
-    how busy its HTTP event loop was on a CPU ("frontend_busy"; near 1, the frontend bounds the run). None where the
-    server has no step counters."""
+    run ("steps") and their mean milliseconds: whole ("step_ms"), in the target forward ("target_ms"), from its
+    launch to the tokens ("sample_ms"), and in MTP drafting's host work before its launch ("draft_host_ms"); what a
+    slower engine spends its extra time on. Where it counts them, also how busy its HTTP event loop was on a CPU
+    ("frontend_busy"; near 1, the frontend bounds the run). None where the server has no step counters."""
     if before is None or after is None or duration_s <= 0:
         return None
     deltas = {}
     for key, name in (("busy", "engine_step_seconds"), ("prompt_steps", "engine_prompt_step_seconds"),
                       ("steps", "engine_steps"), ("target", "engine_target_seconds"),
-                      ("sample", "engine_sample_seconds"), ("frontend", "frontend_loop_cpu_seconds")):
+                      ("sample", "engine_sample_seconds"), ("draft_host", "engine_draft_host_seconds"),
+                      ("frontend", "frontend_loop_cpu_seconds")):
         a, b = before.get(f"mtpserve:{name}_total"), after.get(f"mtpserve:{name}_total")
         deltas[key] = None if a is None or b is None else b - a
     if deltas["busy"] is None or deltas["prompt_steps"] is None:
@@ -302,7 +303,8 @@ def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None,
     steps = deltas["steps"]
     if steps:
         shares["steps"] = int(steps)
-        for key, name in (("busy", "step_ms"), ("target", "target_ms"), ("sample", "sample_ms")):
+        for key, name in (("busy", "step_ms"), ("target", "target_ms"), ("sample", "sample_ms"),
+                          ("draft_host", "draft_host_ms")):
             shares[name] = None if deltas[key] is None else 1e3 * deltas[key] / steps
     return shares
 

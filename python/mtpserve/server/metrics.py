@@ -60,6 +60,9 @@ class EngineStatsCollector(Collector):
         yield self._counter("mtpserve:engine_sample_seconds", "Host seconds from each target forward's launch until "
                             "the step's tokens were known (sampling and verification, waiting for the device "
                             "included).", s.sample_seconds)
+        yield self._counter("mtpserve:engine_draft_host_seconds", "Host seconds of MTP drafting before its forwards "
+                            "were launched (planning, building their inputs), while the device idled.",
+                            s.draft_host_seconds)
         yield self._counter("mtpserve:engine_prompt_steps", "Engine steps that computed prompt tokens.",
                             s.prompt_steps)
         yield self._counter("mtpserve:engine_prompt_step_seconds", "Wall seconds of the steps that computed "
