@@ -53,10 +53,11 @@ def counters(before, after) -> dict:
 
 
 def ms_per_step(before, after) -> dict:
-    """Milliseconds per step of the target forward, the sampling and the drafting between two `stats()` snapshots."""
+    """Milliseconds per step of the whole step, the target forward, the sampling, the drafting and the drafting's host
+    work before its launch, between two `stats()` snapshots."""
     steps = after.steps - before.steps
     return {name: (getattr(after, name) - getattr(before, name)) / steps * 1e3
-            for name in ("target_seconds", "sample_seconds", "draft_seconds")}
+            for name in ("step_seconds", "target_seconds", "sample_seconds", "draft_seconds", "draft_host_seconds")}
 
 
 def mean_tpot_ms(outputs) -> float:
@@ -79,7 +80,8 @@ def run(llm: LLM, batch: int, max_tokens: int, temperature: float) -> dict:
             "acceptance_rate": accepted / draft_tokens if draft_tokens else None,
             "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
             "target_ms_per_step": per_step["target_seconds"], "sample_ms_per_step": per_step["sample_seconds"],
-            "draft_ms_per_step": per_step["draft_seconds"]}
+            "draft_ms_per_step": per_step["draft_seconds"], "draft_host_ms_per_step": per_step["draft_host_seconds"],
+            "step_ms_per_step": per_step["step_seconds"]}
 
 
 def main() -> None:
