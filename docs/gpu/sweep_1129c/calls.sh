@@ -9,13 +9,18 @@
 #   greedy_high   greedy, c = 64, 80: k = 0, fixed k = 3 and adaptive, 5 repeats (k = 2 was never the best fixed k
 #                 there on the GPU)
 #   t15_rest      temperature 1.5, c = 1, 2, 4, 8, 16, 80: k = 0 and adaptive, 3 repeats
+#   prompt_step   where a prompt step's extra 1.4 ms under MTP goes (scripts/profile_prompt_step.py, k = 0 and 3)
 set -uo pipefail
 : "${SHAREGPT:?the ShareGPT JSON (held-out split) to sample prompts from}"
-case ${1:?greedy_small, greedy_mid, t15, greedy_high or t15_rest} in
+case ${1:?greedy_small, greedy_mid, t15, greedy_high, t15_rest or prompt_step} in
   greedy_small) SWEEP_ARGS="--concurrencies 1,2,4" bash docs/gpu/isolated_1127/calls.sh greedy_long_a ;;
   greedy_mid) SWEEP_ARGS="--concurrencies 8,16,32" bash docs/gpu/isolated_1127/calls.sh greedy_long_b ;;
   greedy_high) SWEEP_ARGS="--ks 0,3 --concurrencies 64,80 --repeats 5" bash docs/gpu/isolated_1127/calls.sh greedy_long_b ;;
   t15_rest) SWEEP_ARGS="--concurrencies 1,2,4,8,16,80" bash docs/gpu/isolated_1127/calls.sh t15_long_small ;;
+  prompt_step)
+    STAGES=none bash scripts/gpu_check.sh > $OUT/build.log 2>&1
+    PYTHONPATH=/tmp/site timeout 240 python3 scripts/profile_prompt_step.py --devices cuda:0 --ks 0 3 \
+      --out $OUT/prompt_step.md 2>&1 | grep -v Loading ;;
   t15)
     STAGES=none bash scripts/gpu_check.sh > $OUT/build.log 2>&1
     PYTHONPATH=/tmp/site timeout 195 python3 scripts/bench_mtp_sweep.py --isolated --ks 0 --adaptive-k-max 3 \
