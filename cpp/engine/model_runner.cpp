@@ -86,10 +86,8 @@ bool ModelRunner::fits_piecewise(const std::map<int64_t, std::unique_ptr<kernels
 }
 
 at::Tensor ModelRunner::run_prefill_graph(const StepInput& input) {
-  const auto& graph = prefill_graphs_.at(input.wire[0]);
-  const std::span<const StepInput> inputs(&input, 1);
-  const DeviceStep step = device_steps(upload_into(prefill_input_, inputs), inputs)[0];
-  graph->replay(step.attention);
+  const DeviceStep step = upload_piecewise(input);
+  prefill_graphs_.at(input.wire[0])->replay(step.attention);
   target_hidden_ = graph_hidden_;
   return target_.logits(target_hidden_.index_select(0, step.sample_rows));
 }
@@ -97,13 +95,11 @@ at::Tensor ModelRunner::run_prefill_graph(const StepInput& input) {
 // The fill's source rows lie past its sample rows in its input, where they move with the sample count: they are
 // gathered before the replay into fill_sources_, which the graph reads.
 at::Tensor ModelRunner::run_fill_graph(const StepInput& input, bool reads_stash) {
-  const auto& graph = fill_graphs_.at(input.wire[0]);
-  const std::span<const StepInput> inputs(&input, 1);
-  const DeviceStep step = device_steps(upload_into(prefill_input_, inputs), inputs)[0];
+  const DeviceStep step = upload_piecewise(input);
   const int64_t rows = step.token_ids.size(0);
   fill_sources_.narrow(0, 0, rows).copy_(reads_stash ? catch_up_sources(step.source_rows)
                                                      : target_hidden_.index_select(0, step.source_rows));
-  graph->replay(step.attention);
+  fill_graphs_.at(input.wire[0])->replay(step.attention);
   mtp_hidden_ = fill_hidden_.index_select(0, step.sample_rows);
   drafts_ = mtp_->logits(mtp_hidden_).argmax(-1);
   return drafts_;
@@ -114,8 +110,11 @@ at::Tensor ModelRunner::run_fill_graph(const StepInput& input, bool reads_stash)
 DeviceStep ModelRunner::placeholder_step(int64_t rows) {
   StepBuilder builder(0);
   for (int64_t i = 0; i < rows; ++i) builder.add_padding();
-  const StepInput placeholder = builder.build();
-  const std::span<const StepInput> inputs(&placeholder, 1);
+  return upload_piecewise(builder.build());
+}
+
+DeviceStep ModelRunner::upload_piecewise(const StepInput& input) {
+  const std::span<const StepInput> inputs(&input, 1);
   return device_steps(upload_into(prefill_input_, inputs), inputs)[0];
 }
 

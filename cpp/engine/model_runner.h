@@ -124,6 +124,8 @@ class ModelRunner {
   at::Tensor run_fill_graph(const StepInput& input, bool reads_stash);
   // The device view of a placeholder input of `rows` one-row sequences that write nothing, in prefill_input_.
   DeviceStep placeholder_step(int64_t rows);
+  // The device view of `input` uploaded into prefill_input_, where the piecewise graphs read their steps.
+  DeviceStep upload_piecewise(const StepInput& input);
   std::unique_ptr<kernels::PiecewiseGraph> capture_prefill(int64_t rows);
   std::unique_ptr<kernels::PiecewiseGraph> capture_fill(int64_t rows);
   // The smallest batch bucket of at least `seqs` sequences that has the graph of this key's shape.
