@@ -1,6 +1,7 @@
 """CUDA-event timing shared by the GPU benchmarks: medians of single calls, calls replayed from one CUDA
 graph (as the engine runs decode steps, so host launch gaps do not count), sustained replay with the clock
 and power it runs at, the copy bandwidth that the floors are measured against, and a profile's kernels."""
+import collections
 import statistics
 import subprocess
 import time
@@ -79,13 +80,21 @@ def copy_bandwidth(reps: int) -> float:
     return 2 * (1 << 30) / (us * 1e-6)
 
 
+def kernel_events(prof) -> dict[str, list[float]]:
+    """The device microseconds of every kernel and copy in a torch.profiler profile, by name."""
+    events = collections.defaultdict(list)
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            events[e.name].append(e.time_range.elapsed_us())
+    return events
+
+
 def kernel_times(prof, calls: int) -> list:
     """(kernel, mean us per call, % of all kernel time) from a profile of `calls` calls, longest first."""
     per_kernel = {}
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            name = e.name.replace("void ", "").replace("mtpserve::kernels::cuda::(anonymous namespace)::", "")[:90]
-            per_kernel[name] = per_kernel.get(name, 0.0) + e.time_range.elapsed_us()
+    for full_name, times in kernel_events(prof).items():
+        name = full_name.replace("void ", "").replace("mtpserve::kernels::cuda::(anonymous namespace)::", "")[:90]
+        per_kernel[name] = per_kernel.get(name, 0.0) + sum(times)
     total = sum(per_kernel.values())
     return sorted(((name, us / calls, 100 * us / total) for name, us in per_kernel.items()), key=lambda k: -k[1])
 

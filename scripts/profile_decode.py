@@ -7,12 +7,12 @@ step, and the wall time per step; writes the tables to --out.
 from __future__ import annotations
 
 import argparse
-import collections
 import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from gpu_timing import kernel_events
 from mtpserve import LLM, SamplingParams
 
 
@@ -30,10 +30,7 @@ def profile_mode(graphs: bool, batch: int, k: int, tokens: int) -> str:
         wall = time.perf_counter() - start
     steps = llm.stats().steps - steps_before
     llm.shutdown()
-    kernels = collections.defaultdict(list)
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            kernels[e.name].append(e.device_time)
+    kernels = kernel_events(prof)
     total = sum(sum(v) for v in kernels.values())
     lines = [f"## graphs {'on' if graphs else 'off'}, batch {batch}, k {k}: {steps} steps, "
              f"{wall / steps * 1e3:.3f} ms wall/step, {total / steps / 1e3:.3f} ms kernel time/step, "

@@ -20,6 +20,7 @@ import statistics
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from gpu_timing import kernel_events
 from mtpserve import LLM, SamplingParams
 
 COUNTERS = ("prompt_step_seconds", "step_seconds", "target_seconds", "draft_seconds", "draft_host_seconds")
@@ -40,10 +41,7 @@ def one_request(llm: LLM, prompt: list[int]) -> dict:
 
 
 def kernel_table(prof, top: int) -> list[str]:
-    kernels = collections.defaultdict(list)
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            kernels[e.name].append(e.device_time)
+    kernels = kernel_events(prof)
     total = sum(sum(v) for v in kernels.values())
     lines = [f"device: {sum(len(v) for v in kernels.values())} kernels and copies, {total / 1e3:.3f} ms",
              "| kernel | count | us |", "|---|---:|---:|"]
