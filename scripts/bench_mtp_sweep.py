@@ -7,6 +7,8 @@ follows the same one), and each method's row is its median-TPOT repeat; then
 the servers stop and --out-dir gets:
 
   results.md                        | method | Concurrency | Mean TPOT(ms) | ... | Acceptance rate | TPOT speedup |
+                                    Paired speedup | ...; then the adaptive policy against k = 0 and the best
+                                    fixed k at each concurrency (both by the median repeats and paired)
   throughput_vs_concurrency.png     output tokens/s, one line per method
   tpot_vs_concurrency.png           mean TPOT
   tpot_speedup_vs_concurrency.png   baseline mean TPOT / method mean TPOT at the same concurrency
@@ -49,6 +51,7 @@ import platform
 import shlex
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -64,7 +67,7 @@ from mtpserve.bench.runner import add_bench_args, config_from_args  # noqa: E402
 SWEEP_SKIP = ("base_url", "host", "port", "model", "served_model_name", "num_prompts", "max_concurrency",
               "save_result")
 COLUMNS = ("method", "Concurrency", "Mean TPOT(ms)", "Mean TTFT(ms)", "Output Tokens/s", "Total Tokens/s",
-           "Acceptance rate", "TPOT speedup", "Chosen k 0/1/2/3 (%)", "Retired", "Engine busy (%)",
+           "Acceptance rate", "TPOT speedup", "Paired speedup", "Chosen k 0/1/2/3 (%)", "Retired", "Engine busy (%)",
            "Engine ms/step (target)")
 
 
@@ -243,11 +246,42 @@ def step_ms(row: dict) -> str:
 
 
 def add_speedups(rows: list[dict]) -> None:
-    """speedup = baseline mean TPOT / this method's mean TPOT at the same concurrency (None without a baseline)."""
-    base = {r["concurrency"]: r["mean_tpot_ms"] for r in rows if r["k"] == 0}
+    """speedup = baseline mean TPOT / this method's mean TPOT at the same concurrency (None without a baseline);
+    paired speedup = the median over repeats of that ratio within each repeat (paired_ratio)."""
+    base = {r["concurrency"]: r for r in rows if r["k"] == 0}
     for r in rows:
-        b, t = base.get(r["concurrency"]), r["mean_tpot_ms"]
+        b, t = base.get(r["concurrency"], {}).get("mean_tpot_ms"), r["mean_tpot_ms"]
         r["tpot_speedup"] = b / t if b and t else None
+        r["paired_tpot_speedup"] = paired_ratio(base.get(r["concurrency"]), r)
+
+
+def paired_ratio(numerator: dict | None, denominator: dict | None) -> float | None:
+    """The median over repeats of numerator's mean TPOT / denominator's in the same repeat. Repeat i of every method
+    runs in round i, so its ratio cancels what changed between rounds (the machine's clocks, a co-tenant); the
+    median row of each method may come from different rounds. None unless both have every repeat's TPOT."""
+    a = (numerator or {}).get("repeats_mean_tpot_ms") or []
+    b = (denominator or {}).get("repeats_mean_tpot_ms") or []
+    if not a or len(a) != len(b) or None in a or None in b:
+        return None
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
+def verdict_table(rows: list[dict]) -> str:
+    """Per concurrency, the adaptive policy against k = 0 and against the fixed k with the best TPOT speedup, by the
+    median repeats' TPOT and paired (paired_ratio): never slower than k = 0, and near the best fixed k."""
+    out = ["| Concurrency | method | vs baseline | paired | best fixed k | vs best fixed k | paired |",
+           "|---:|---|---:|---:|---|---:|---:|"]
+    for r in sorted((r for r in rows if r.get("policy") == "adaptive"), key=lambda r: (r["k"], r["concurrency"])):
+        c = r["concurrency"]
+        base = next((b for b in rows if b["k"] == 0 and b["concurrency"] == c), None)
+        fixed = [f for f in rows if f["k"] > 0 and f.get("policy", "fixed") == "fixed" and f["concurrency"] == c
+                 and f.get("mean_tpot_ms")]
+        best = min(fixed, key=lambda f: f["mean_tpot_ms"]) if fixed else None
+        versus_best = best["mean_tpot_ms"] / r["mean_tpot_ms"] if best and r.get("mean_tpot_ms") else None
+        out.append("| " + " | ".join([
+            str(c), r["method"], _fmt(r.get("tpot_speedup"), ".3f"), _fmt(paired_ratio(base, r), ".3f"),
+            best["method"] if best else "-", _fmt(versus_best, ".3f"), _fmt(paired_ratio(best, r), ".3f")]) + " |")
+    return "\n".join(out) + "\n"
 
 
 def _fmt(value, spec: str, none: str = "-") -> str:
@@ -262,7 +296,8 @@ def markdown_table(rows: list[dict]) -> str:
             r["method"], str(r["concurrency"]), _fmt(r["mean_tpot_ms"], ".2f"), _fmt(r["mean_ttft_ms"], ".2f"),
             _fmt(r["output_throughput"], ".2f"), _fmt(r["total_token_throughput"], ".2f"),
             "-" if acc is None else f"{100 * acc:.1f}%", _fmt(r.get("tpot_speedup"), ".2f") +
-            ("x" if r.get("tpot_speedup") is not None else ""), chosen_k(r),
+            ("x" if r.get("tpot_speedup") is not None else ""), _fmt(r.get("paired_tpot_speedup"), ".2f"),
+            chosen_k(r),
             _fmt(r.get("retired_sequences"), "d"), _fmt(None if busy is None else 100 * busy, ".0f"),
             step_ms(r)]) + " |")
     failed = [r for r in rows if r["failed"]]
@@ -335,7 +370,11 @@ def write_outputs(sweep: dict, out_dir: Path) -> None:
     add_speedups(sweep["rows"])
     (out_dir / "sweep.json").write_text(json.dumps(sweep, indent=1) + "\n", encoding="utf-8")
     header = f"Command: `{sweep['command']}`\n\n" if sweep.get("command") else ""
-    (out_dir / "results.md").write_text(header + markdown_table(sweep["rows"]), encoding="utf-8")
+    verdict = ""
+    if any(r.get("policy") == "adaptive" for r in sweep["rows"]):
+        verdict = "\nThe adaptive policy against k = 0 and the best fixed k (TPOT speedups):\n\n" + \
+            verdict_table(sweep["rows"])
+    (out_dir / "results.md").write_text(header + markdown_table(sweep["rows"]) + verdict, encoding="utf-8")
 
 
 # ---- main ---------------------------------------------------------------------------------------------------
