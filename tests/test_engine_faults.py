@@ -109,29 +109,3 @@ def test_a_fault_inside_a_step_raises_offline(model_dir):
             llm.generate(["after the fault"], params)
     finally:
         llm.shutdown()
-
-
-def outputs_of(engine, request_id: str, prompt: list[int], params: SamplingParams) -> list:
-    engine.add_request(request_id, prompt, params.to_cpp())
-    outputs = []
-    while not (outputs and outputs[-1].finished):
-        outputs += engine.get_outputs(5.0)
-    return outputs
-
-
-def test_a_steps_tokens_reach_the_client_before_its_drafting(model_dir):
-    """A step publishes the tokens it sampled before it drafts, so that the drafting stays out of the first token's
-    latency: a fault in the drafting of a request's prompt step ends the request after that step's token."""
-    llm = LLM(str(model_dir), num_speculative_tokens=2, **ENGINE)
-    params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
-    prompt = [5, 17, 3, 42, 8, 9]
-    try:
-        engine = llm.core.engine
-        expected = [t for out in outputs_of(engine, "reference", prompt, params) for t in out.token_ids]
-        engine.inject_fault_after(0, after_sampling=True)
-        first, *rest = outputs_of(engine, "faulted", prompt, params)
-        assert list(first.token_ids) == expected[:1] and not first.finished and not first.error
-        assert [(out.token_ids, out.finish_reason) for out in rest] == [([], "error")], rest
-        assert "injected fault" in rest[0].error
-    finally:
-        llm.shutdown()

@@ -235,9 +235,8 @@ void bind_engine(py::module_& m) {
       .def("abort", &Engine::abort, py::arg("request_id"))
       .def("override_drafts", &Engine::override_drafts, py::arg("request_id"), py::arg("future_outputs"),
            "Tests only: draft future_outputs[n:n+k] at output index n instead of the MTP layer's argmax.")
-      .def("inject_fault_after", &Engine::inject_fault_after, py::arg("steps"), py::arg("after_sampling") = false,
-           "Tests only: after `steps` more steps, the next one throws midway, as a failing kernel would: after the "
-           "target forward, or with after_sampling once its tokens are sampled (where the drafting runs).")
+      .def("inject_fault_after", &Engine::inject_fault_after, py::arg("steps"),
+           "Tests only: after `steps` more steps, the next one throws midway, as a failing kernel would.")
       .def("force_k_schedule", &Engine::force_k_schedule, py::arg("schedule"), py::arg("unpaid") = std::vector<bool>{},
            "Tests only: the i-th drafting step takes k = schedule[i % len(schedule)], whatever the policy, and "
            "drops its sequences' waiting MTP fills instead of catching them up where unpaid[i % len(unpaid)].")

@@ -178,10 +178,7 @@ void Engine::override_drafts(const std::string& id, std::vector<int64_t> future_
   overrides_.emplace_back(id, std::move(future_outputs));
 }
 
-void Engine::inject_fault_after(int64_t steps, bool after_sampling) {
-  fault_after_sampling_.store(after_sampling);
-  fault_after_.store(steps);
-}
+void Engine::inject_fault_after(int64_t steps) { fault_after_.store(steps); }
 
 bool Engine::fault_due() {
   int64_t left = fault_after_.load();
@@ -384,9 +381,7 @@ bool Engine::step() {
     at::Tensor logits = runner_.run_target(input);
     target_timer_->stop();
     gather_prompt_logprobs(plan, input);
-    const bool fault = fault_due();
-    const auto injected = [] { return std::runtime_error("injected fault (Engine::inject_fault_after, tests only)"); };
-    if (fault && !fault_after_sampling_.load()) throw injected();
+    if (fault_due()) throw std::runtime_error("injected fault (Engine::inject_fault_after, tests only)");
     const double launched_at = timer_->seconds();
     std::vector<SampledSequence> sampled = sample(input, plan, logits);
     const int64_t step_k = policy_ ? count_step_k(plan, input) : -1;
@@ -394,11 +389,6 @@ bool Engine::step() {
 
     std::vector<int64_t> first_pairs, finished;  // finished requests are dropped once the step is done
     std::vector<RequestOutput> outputs = apply_samples(plan, input, sampled, first_pairs, finished);
-    // The sampled tokens are final: the requests that go on get theirs before the drafting, which so stays out of
-    // their first token's latency and each chunk's. A request's last output waits for the step's end, so that
-    // whoever has it sees the whole step in the stats.
-    publish(take_ongoing(outputs));
-    if (fault) throw injected();
     const double sampled_at = timer_->seconds();
     const double drafting = drafter_ ? draft_next(plan, input, first_pairs, sampled_at) : 0.0;
     {
@@ -431,8 +421,7 @@ bool Engine::step() {
 }
 
 void Engine::count_step_time(double seconds, bool decoding) {
-  // Before the finished requests' outputs are published: whoever has a request's last output sees the step in the
-  // stats (a benchmark's scrape).
+  // Before the step's outputs are published: whoever has them sees the step in the stats (a benchmark's scrape).
   std::lock_guard lock(stats_mutex_);
   stats_.step_seconds += seconds;
   if (!decoding) {
@@ -448,15 +437,6 @@ void Engine::run_empty_step() {
   } catch (const std::exception& e) {
     fail(std::string("empty lockstep step failed: ") + e.what());
   }
-}
-
-std::vector<RequestOutput> Engine::take_ongoing(std::vector<RequestOutput>& outputs) {
-  const auto finished_from = std::stable_partition(outputs.begin(), outputs.end(), [](const RequestOutput& out) {
-    return !out.finished;
-  });
-  std::vector<RequestOutput> ongoing(std::make_move_iterator(outputs.begin()), std::make_move_iterator(finished_from));
-  outputs.erase(outputs.begin(), finished_from);
-  return ongoing;
 }
 
 // Appends each sequence's sampled tokens (accepted drafts included), advances its computed tokens and

@@ -109,10 +109,9 @@ class Engine {
   // Tests only: request `id` drafts future_outputs[n .. n + k) at output index n instead of the
   // MTP layer's argmax (the MTP layer still runs), to drive acceptance on purpose.
   void override_drafts(const std::string& id, std::vector<int64_t> future_outputs);
-  // Tests only: after `steps` more steps, the next one throws midway, as a failing kernel would, so that tests can
-  // see how a fault inside a step reaches clients: after the target forward, or with `after_sampling` once the
-  // step's tokens are sampled and the outputs of the requests that go on are published (where the drafting runs).
-  void inject_fault_after(int64_t steps, bool after_sampling = false);
+  // Tests only: after `steps` more steps, the next one throws midway (after the target forward),
+  // as a failing kernel would, so that tests can see how a fault inside a step reaches clients.
+  void inject_fault_after(int64_t steps);
   // Tests only: the k of the i-th drafting step is schedule[i % size], whatever the policy; it drops
   // its sequences' waiting MTP fills instead of catching them up where unpaid[i % size]
   // (SpeculationPolicy::force_schedule).
@@ -171,8 +170,6 @@ class Engine {
   void count_step_time(double seconds, bool decoding);
   // Samples (or verifies the drafts of) every scheduled sequence with samples this step.
   std::vector<SampledSequence> sample(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits);
-  // The outputs of the requests that go on, taken out of `outputs` (which keeps the finished ones' in order).
-  static std::vector<RequestOutput> take_ongoing(std::vector<RequestOutput>& outputs);
   std::vector<RequestOutput> apply_samples(const SchedulerOutput& plan, const StepInput& input,
                                            std::vector<SampledSequence>& sampled, std::vector<int64_t>& first_pairs,
                                            std::vector<int64_t>& finished);
@@ -244,7 +241,6 @@ class Engine {
   std::unordered_map<std::string, int64_t> ids_;  // request id -> sequence id; loop thread only
   int64_t next_seq_id_ = 0;
   std::atomic<int64_t> fault_after_{-1};  // inject_fault_after: steps left before the fault; -1: none
-  std::atomic<bool> fault_after_sampling_{false};
 
   mutable std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;
