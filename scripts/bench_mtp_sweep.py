@@ -30,7 +30,8 @@ consecutive concurrencies do not resend the same prompts into a warm prefix cach
 decode steps at each k, from the server's mtpserve:spec_decode_step_k histogram; sweep.json's client_cpu_busy is how
 busy the benchmark client was (1.0: a core throughout, so it may have bounded the run), frontend_busy how busy the
 server's HTTP event loop was (near 1: the frontend bounded it), engine_busy how much of the run the server's engine
-spent in steps (near 1: the engine bounded it) and engine_prompt_steps how much in steps with prompt tokens;
+spent in steps (near 1: the engine bounded it), engine_prompt_steps how much in steps with prompt tokens, and
+preemptions how many requests the engine preempted to recompute;
 `Engine ms/step` is the mean step, then its target forward (device time on a GPU), where the server counts them.
 
   .venv/bin/python scripts/bench_mtp_sweep.py --out-dir /tmp/sweep -- --dtype float32
@@ -217,7 +218,8 @@ def summary_row(method: str, k: int, policy: str, concurrency: int, result) -> d
             "engine_busy": engine.get("busy"),
             "engine_prompt_steps": engine.get("prompt_steps"), "engine_steps": engine.get("steps"),
             "step_ms": engine.get("step_ms"), "target_ms": engine.get("target_ms"),
-            "sample_ms": engine.get("sample_ms"), "draft_host_ms": engine.get("draft_host_ms")}
+            "sample_ms": engine.get("sample_ms"), "draft_host_ms": engine.get("draft_host_ms"),
+            "preemptions": engine.get("preemptions")}
 
 
 def median_row(rows: list[dict]) -> dict:

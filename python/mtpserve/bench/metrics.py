@@ -285,14 +285,15 @@ def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None,
     run ("steps") and their mean milliseconds: whole ("step_ms"), in the target forward ("target_ms"), from its
     launch to the tokens ("sample_ms"), and in MTP drafting's host work before its launch ("draft_host_ms"); what a
     slower engine spends its extra time on. Where it counts them, also how busy its HTTP event loop was on a CPU
-    ("frontend_busy"; near 1, the frontend bounds the run). None where the server has no step counters."""
+    ("frontend_busy"; near 1, the frontend bounds the run) and how many requests the engine preempted to recompute
+    later ("preemptions": work done twice). None where the server has no step counters."""
     if before is None or after is None or duration_s <= 0:
         return None
     deltas = {}
     for key, name in (("busy", "engine_step_seconds"), ("prompt_steps", "engine_prompt_step_seconds"),
                       ("steps", "engine_steps"), ("target", "engine_target_seconds"),
                       ("sample", "engine_sample_seconds"), ("draft_host", "engine_draft_host_seconds"),
-                      ("frontend", "frontend_loop_cpu_seconds")):
+                      ("frontend", "frontend_loop_cpu_seconds"), ("preemptions", "num_preemptions")):
         a, b = before.get(f"mtpserve:{name}_total"), after.get(f"mtpserve:{name}_total")
         deltas[key] = None if a is None or b is None else b - a
     if deltas["busy"] is None or deltas["prompt_steps"] is None:
@@ -300,6 +301,8 @@ def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None,
     shares = {"busy": deltas["busy"] / duration_s, "prompt_steps": deltas["prompt_steps"] / duration_s}
     if deltas["frontend"] is not None:
         shares["frontend_busy"] = deltas["frontend"] / duration_s
+    if deltas["preemptions"] is not None:
+        shares["preemptions"] = int(deltas["preemptions"])
     steps = deltas["steps"]
     if steps:
         shares["steps"] = int(steps)
