@@ -241,6 +241,7 @@ def test_bench_against_mtpserve_serve(server, tiny_model_dir, tmp_path, capsys):
     assert "Successful requests:                     8" in printed
     assert "Client CPU busy (%):" in printed and "Engine busy (%):" in printed
     assert "Server event loop busy (%):" in printed
+    assert "Engine preemptions:                      0" in printed  # 8 short requests fit the cache
     assert "Engine ms per step:" in printed and "in the target forward:" in printed
     result = json.loads(out.read_text())
     assert 0 < result["client_cpu_busy"] < 2

@@ -73,6 +73,8 @@ def format_summary(metrics: BenchmarkMetrics, spec_decode: dict | None, max_conc
             lines.append(_line("Server event loop busy (%):", 100 * engine["frontend_busy"]))
         lines += [_line("Engine busy (%):", 100 * engine["busy"]),
                   _line("Engine in prompt steps (%):", 100 * engine["prompt_steps"])]
+        if engine.get("preemptions") is not None:
+            lines.append(_line("Engine preemptions:", engine["preemptions"]))
         if engine.get("steps"):
             lines += [_line("Engine steps:", engine["steps"]), _line("Engine ms per step:", engine["step_ms"], ".3f"),
                       _line("  in the target forward:", engine["target_ms"], ".3f"),
