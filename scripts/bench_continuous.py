@@ -7,7 +7,8 @@ Fixed lengths can favour k = 0 where admissions are dear (long prompts, or eager
 in the same step and their successors are admitted together, so the prefills land in the first-token steps (TTFT)
 instead of in the other requests' decoding (TPOT). MTP's acceptance spreads its requests' ends apart.
 TPOT is the mean over requests of (last token - first token) / (tokens - 1); tokens/s counts output tokens over
-the generate call. Methods run interleaved, in an order rotated each repeat; each cell is the median repeat.
+the generate call. Methods run interleaved, each after each other one equally often (mtpserve.bench.run_order);
+each cell is the median repeat.
 "prompt step ms" is the engine's mean wall time of a step that computed prompt tokens. --prefill-graph both runs
 each method with the piecewise graphs of such steps on and off (GPUs; they are captured as their row counts come,
 so the first repeat pays the captures).
@@ -26,6 +27,7 @@ import time
 from bench_offline import chosen_k, counters, mean_tpot_ms, method_name
 from mtpserve import LLM, SamplingParams
 from mtpserve.bench.datasets import load_tokenizer, sample_sharegpt_requests
+from mtpserve.bench.run_order import balanced_order
 
 
 def timed(llm: LLM, prompts: list[str], params: list[SamplingParams]) -> dict:
@@ -58,7 +60,7 @@ def run(args: argparse.Namespace, slots: int, prompts: list[str], params: list[S
         llm.generate(prompts[:slots], warm)
     runs = {m: [] for m in methods}
     for repeat in range(args.repeats):
-        for m in methods[repeat % len(methods):] + methods[:repeat % len(methods)]:
+        for m in balanced_order(methods, repeat):
             runs[m].append(timed(llms[m], prompts, params))
     for llm in llms.values():
         llm.shutdown()

@@ -2,8 +2,7 @@
 """Do identical engines run at the same speed? (a script, not a test)
 
 Builds `--instances` engines with one configuration (fixed k = `--k`), then times `--repeats` offline calls of each
-per batch size, the engines interleaved in an order rotated each repeat (as bench_offline.py interleaves its
-methods). Prints each engine's TPOT per repeat and its median target / drafting milliseconds per step. The spread
+per batch size, the engines interleaved in a balanced order (as bench_offline.py interleaves its methods). Prints each engine's TPOT per repeat and its median target / drafting milliseconds per step. The spread
 between the engines' medians is the floor under any comparison of methods that runs one engine per method.
 
   python3 scripts/bench_engine_instances.py --devices cpu --dtype float32 --batch-sizes 1 8
@@ -13,6 +12,7 @@ import statistics
 
 from bench_offline import run
 from mtpserve import LLM
+from mtpserve.bench.run_order import balanced_order
 
 
 def main() -> None:
@@ -30,8 +30,7 @@ def main() -> None:
     for batch in args.batch_sizes:
         results = [[] for _ in llms]
         for rep in range(args.repeats):
-            for j in range(len(llms)):
-                i = (rep + j) % len(llms)
+            for i in balanced_order(list(range(len(llms))), rep):
                 results[i].append(run(llms[i], batch, args.max_tokens, 0.0))
         for i, rs in enumerate(results):
             tpots = [r["tpot_ms"] for r in rs]

@@ -2,8 +2,8 @@
 """MTP-vs-baseline serving sweep: one `mtpserve serve` per method (baseline = no MTP, MTP with a fixed k = 1, 2, 3
 draft tokens, and the adaptive policy with k_max = --adaptive-k-max), all started at once on free loopback ports;
 at every concurrency, --repeats rounds run the serving benchmark (mtpserve.bench, in-process) against each server
-in turn (so a co-tenant's load hits the methods alike), in an order rotated each round (so that no method always
-follows the same one), and each method's row is its median-TPOT repeat; then
+in turn (so a co-tenant's load hits the methods alike), in an order that puts each method after each other one
+equally often (mtpserve.bench.run_order), and each method's row is its median-TPOT repeat; then
 the servers stop and --out-dir gets:
 
   results.md                        | method | Concurrency | Mean TPOT(ms) | ... | Acceptance rate | TPOT speedup |
@@ -19,7 +19,7 @@ the servers stop and --out-dir gets:
   server_<method>.log               each server's output
 
 With --isolated only one server is alive at a time: each repeat starts the methods' servers one after another
-(in an order rotated each repeat), runs every concurrency against it, and stops it, so each repeat meets a fresh
+(in that balanced order), runs every concurrency against it, and stops it, so each repeat meets a fresh
 engine instance of every method (on the GPU machine, engine instances of one configuration measured up to 20% apart
 in step time, and two servers alive together spread more than one alone). A fresh server then warms up at each
 concurrency with max(c, --num-warmups) untimed requests sent c at a time, as a long-running server would be warm.
@@ -63,6 +63,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
 
+from mtpserve.bench.run_order import balanced_order  # noqa: E402
 from mtpserve.bench.runner import add_bench_args, config_from_args  # noqa: E402
 
 SWEEP_SKIP = ("base_url", "host", "port", "model", "served_model_name", "num_prompts", "max_concurrency",
@@ -184,13 +185,6 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
-
-
-def rotated(items: list, by: int) -> list:
-    """`items` rotated left by `by`: each repeat starts with another method, so that no method always follows the
-    same one."""
-    by %= len(items)
-    return items[by:] + items[:by]
 
 
 def file_name(method: str) -> str:
@@ -456,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"concurrency must be positive, got {bad[0]}")
         if ns.isolated:
             for repeat in range(ns.repeats):
-                for k, policy in rotated(methods, repeat):
+                for k, policy in balanced_order(methods, repeat):
                     start(k, policy, append=repeat > 0)
                     proc, _, base_url, log_path = servers[k, policy]
                     wait_healthy(proc, base_url, ns.server_timeout, log_path)
@@ -470,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
                 wait_healthy(proc, base_url, ns.server_timeout, log_path)
             for i in range(len(ns.concurrencies)):
                 for repeat in range(ns.repeats):
-                    for k, policy in rotated(methods, repeat):
+                    for k, policy in balanced_order(methods, repeat):
                         measure(k, policy, i, repeat, ns.num_warmups)
     except Exception as e:
         msg = f"{type(e).__name__}: {e}"

@@ -4,7 +4,8 @@ Methods: k = 0, fixed k (--ks) and the adaptive policy with k_max = --adaptive-k
 request gets the same number of output tokens (ignore_eos) from ShareGPT-like chat prompts; tokens/s
 counts output tokens over the wall time of the generate call (prefill included, as a user sees it), after
 one warm-up call. With --repeats N each cell is the median of N generate calls (the methods interleaved
-per repeat, so a co-tenant's load hits them alike, in an order rotated each repeat); `paired speedup` is
+per repeat, so a co-tenant's load hits them alike, in an order that puts each method after each other one
+equally often (mtpserve.bench.run_order); `paired speedup` is
 the median of the repeats' own ratios to k = 0. `TPOT` is the mean time per output token after each request's
 first (the median repeat's), which the prefill and the batch's slowest sequence do not weigh on. `chosen k` is
 the share of decode steps at each k; `fill skipped` the share of steps that ran no MTP forward (adaptive: every
@@ -21,6 +22,7 @@ import time
 import torch
 
 from mtpserve import LLM, SamplingParams
+from mtpserve.bench.run_order import balanced_order
 from mtpserve.engine_args import EngineArgs
 
 PROMPTS = [
@@ -121,10 +123,9 @@ def main() -> None:
     methods_in_order = list(llms.items())
     for batch in args.batch_sizes:
         for i in range(args.repeats):
-            # Each repeat starts one method later: on a GPU at its power cap the run after the heaviest method
-            # (fixed k = 3) starts at a lower clock, and no method should always be the one that follows it.
-            turn = i % len(methods_in_order)
-            for (k, policy, invariant, graphs, d), llm in methods_in_order[turn:] + methods_in_order[:turn]:
+            # On a GPU at its power cap the run after the heaviest method (fixed k = 3) can start at a lower
+            # clock: no method should be the one that always follows it.
+            for (k, policy, invariant, graphs, d), llm in balanced_order(methods_in_order, i):
                 r = run(llm, batch, args.max_tokens, args.temperature)
                 runs.setdefault((k, policy, invariant, graphs, d, batch), []).append(r)
                 print(json.dumps({"k": k, "policy": policy, "graphs": graphs, "deferred_fill_positions": d, **r}),

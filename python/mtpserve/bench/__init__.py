@@ -5,5 +5,6 @@
 Modules: ``datasets`` (ShareGPT and random prompts, tokenized with the served model's tokenizer),
 ``client`` (streaming OpenAI-compatible requests with a timestamp for every chunk), ``metrics``
 (pure arithmetic over the per-request records), ``runner`` (load generation and the CLI flags),
-``report`` (the printed summary). Nothing here imports torch.
+``report`` (the printed summary), ``run_order`` (the balanced order in which interleaved benchmark methods run).
+Nothing here imports torch.
 """
