@@ -89,6 +89,26 @@ def kernel_events(prof) -> dict[str, list[float]]:
     return events
 
 
+def host_table(prof, top: int, steps: int = 1) -> list[str]:
+    """The host's calls: the CUDA runtime's (kernel launches against graph launches, copies, synchronizations) and
+    the ATen ops, the most time first, with their own host time (without the calls inside them); per step where the
+    profile spans `steps` engine steps."""
+    calls = collections.defaultdict(list)
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CPU:
+            calls[e.name].append(e.self_cpu_time_total)
+    unit = " per step" if steps > 1 else ""
+    lines = []
+    for kind, prefix in (("CUDA runtime call", "cuda"), ("ATen op", "aten::")):
+        chosen = {name: v for name, v in calls.items() if name.startswith(prefix)}
+        lines += [f"| {kind} ({sum(len(v) for v in chosen.values()) / steps:.4g} calls{unit}) | calls{unit} | "
+                  f"host us{unit} |", "|---|---:|---:|"]
+        for name, times in sorted(chosen.items(), key=lambda kv: -sum(kv[1]))[:top]:
+            lines.append(f"| {name} | {len(times) / steps:.4g} | {sum(times) / steps:.1f} |")
+        lines.append("")
+    return lines[:-1]
+
+
 def kernel_times(prof, calls: int) -> list:
     """(kernel, mean us per call, % of all kernel time) from a profile of `calls` calls, longest first."""
     per_kernel = {}

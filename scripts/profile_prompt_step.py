@@ -14,13 +14,12 @@ host's op calls, which tell graph replays from eager launches.
 from __future__ import annotations
 
 import argparse
-import collections
 import statistics
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from gpu_timing import kernel_events
+from gpu_timing import host_table, kernel_events
 from mtpserve import LLM, SamplingParams
 
 COUNTERS = ("prompt_step_seconds", "step_seconds", "target_seconds", "draft_seconds", "draft_host_seconds")
@@ -47,21 +46,6 @@ def kernel_table(prof, top: int) -> list[str]:
              "| kernel | count | us |", "|---|---:|---:|"]
     for name, times in sorted(kernels.items(), key=lambda kv: -sum(kv[1]))[:top]:
         lines.append(f"| {name[:90]} | {len(times)} | {sum(times):.1f} |")
-    return lines
-
-
-def host_table(prof, top: int) -> list[str]:
-    """The host's calls: ATen ops and, on a GPU, CUDA runtime calls (kernel launches against graph launches, copies,
-    synchronizations), with their host time."""
-    calls = collections.defaultdict(list)
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CPU:
-            calls[e.name].append(e.cpu_time)
-    aten = sum(len(v) for name, v in calls.items() if name.startswith("aten::"))
-    runtime = {name: v for name, v in calls.items() if name.startswith("cuda")}
-    lines = [f"host: {aten} ATen op calls", "| CUDA runtime call | calls | host us |", "|---|---:|---:|"]
-    for name, times in sorted(runtime.items(), key=lambda kv: -sum(kv[1]))[:top]:
-        lines.append(f"| {name} | {len(times)} | {sum(times):.1f} |")
     return lines
 
 
