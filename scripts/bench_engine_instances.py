@@ -2,8 +2,9 @@
 """Do identical engines run at the same speed? (a script, not a test)
 
 Builds `--instances` engines with one configuration (fixed k = `--k`), then times `--repeats` offline calls of each
-per batch size, the engines interleaved in a balanced order (as bench_offline.py interleaves its methods). Prints each engine's TPOT per repeat and its median target / drafting milliseconds per step. The spread
-between the engines' medians is the floor under any comparison of methods that runs one engine per method.
+per batch size, the engines interleaved in a balanced order (as bench_offline.py interleaves its methods). Prints
+each engine's TPOT per repeat and its median target / drafting milliseconds per step. The spread between the
+engines' medians is the floor under any comparison of methods that runs one engine per method.
 
   python3 scripts/bench_engine_instances.py --devices cpu --dtype float32 --batch-sizes 1 8
 """

@@ -37,7 +37,8 @@ def kernel_rows(prof, steps: int, top: int) -> list[str]:
     kernels = kernel_events(prof)
     total = sum(sum(v) for v in kernels.values())
     lines = [f"device: {sum(len(v) for v in kernels.values()) / steps:.1f} kernels and copies per step, "
-             f"{total / steps:.1f} us per step", "| kernel | per step | mean us | us per step |", "|---|---:|---:|---:|"]
+             f"{total / steps:.1f} us per step",
+             "| kernel | per step | mean us | us per step |", "|---|---:|---:|---:|"]
     for name, times in sorted(kernels.items(), key=lambda kv: -sum(kv[1]))[:top]:
         lines.append(f"| {name[:90]} | {len(times) / steps:.2f} | {sum(times) / len(times):.2f} | "
                      f"{sum(times) / steps:.1f} |")
