@@ -5,11 +5,10 @@ request gets the same number of output tokens (ignore_eos) from ShareGPT-like ch
 counts output tokens over the wall time of the generate call (prefill included, as a user sees it), after
 one warm-up call. With --repeats N each cell is the median of N generate calls (the methods interleaved
 per repeat, so a co-tenant's load hits them alike, in an order that puts each method after each other one
-equally often (mtpserve.bench.run_order); `paired speedup` is
-the median of the repeats' own ratios to k = 0. `TPOT` is the mean time per output token after each request's
-first (the median repeat's), which the prefill and the batch's slowest sequence do not weigh on. `chosen k` is
-the share of decode steps at each k; `fill skipped` the share of steps that ran no MTP forward (adaptive: every
-sequence deferred its fill).
+equally often: mtpserve.bench.run_order); `paired speedup` is the median of the repeats' own ratios to k = 0.
+`TPOT` is the mean time per output token after each request's first (the median repeat's), which the prefill
+and the batch's slowest sequence do not weigh on. `chosen k` is the share of decode steps at each k; `fill
+skipped` the share of steps that ran no MTP forward (adaptive: every sequence deferred its fill).
 """
 from __future__ import annotations
 

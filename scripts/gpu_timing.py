@@ -89,6 +89,21 @@ def kernel_events(prof) -> dict[str, list[float]]:
     return events
 
 
+def kernel_table(prof, top: int, steps: int = 1) -> list[str]:
+    """The device's kernels and copies in a profile, the most time first: count, mean and total microseconds; per
+    step where the profile spans `steps` engine steps."""
+    kernels = kernel_events(prof)
+    total = sum(sum(v) for v in kernels.values())
+    unit = " per step" if steps > 1 else ""
+    lines = [f"device: {sum(len(v) for v in kernels.values()) / steps:.4g} kernels and copies{unit}, "
+             f"{total / steps:.1f} us{unit}",
+             f"| kernel | count{unit} | mean us | us{unit} |", "|---|---:|---:|---:|"]
+    for name, times in sorted(kernels.items(), key=lambda kv: -sum(kv[1]))[:top]:
+        lines.append(f"| {name[:90]} | {len(times) / steps:.4g} | {sum(times) / len(times):.2f} | "
+                     f"{sum(times) / steps:.1f} |")
+    return lines
+
+
 def host_table(prof, top: int, steps: int = 1) -> list[str]:
     """The host's calls: the CUDA runtime's (kernel launches against graph launches, copies, synchronizations) and
     the ATen ops, the most time first, with their own host time (without the calls inside them); per step where the

@@ -21,7 +21,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from bench_offline import PROMPTS, ms_per_step, timed_chat
-from gpu_timing import host_table, kernel_events
+from gpu_timing import host_table, kernel_table
 from mtpserve import LLM, SamplingParams
 
 
@@ -31,18 +31,6 @@ def counters_per_step(llm: LLM, batch: int, params: SamplingParams) -> dict:
     ms = ms_per_step(before, after)
     ms["rest_seconds"] = ms["step_seconds"] - ms["sample_seconds"] - ms["draft_seconds"]
     return ms
-
-
-def kernel_rows(prof, steps: int, top: int) -> list[str]:
-    kernels = kernel_events(prof)
-    total = sum(sum(v) for v in kernels.values())
-    lines = [f"device: {sum(len(v) for v in kernels.values()) / steps:.1f} kernels and copies per step, "
-             f"{total / steps:.1f} us per step",
-             "| kernel | per step | mean us | us per step |", "|---|---:|---:|---:|"]
-    for name, times in sorted(kernels.items(), key=lambda kv: -sum(kv[1]))[:top]:
-        lines.append(f"| {name[:90]} | {len(times) / steps:.2f} | {sum(times) / len(times):.2f} | "
-                     f"{sum(times) / steps:.1f} |")
-    return lines
 
 
 def profiled_call(llm: LLM, batch: int, params: SamplingParams, top: int) -> list[str]:
@@ -57,7 +45,7 @@ def profiled_call(llm: LLM, batch: int, params: SamplingParams, top: int) -> lis
     steps = llm.stats().steps - steps_before
     lines = [f"One more call under torch.profiler: {steps} steps", ""]
     if torch.cuda.is_available():
-        lines += kernel_rows(prof, steps, top) + [""]
+        lines += kernel_table(prof, top, steps) + [""]
     return lines + host_table(prof, top, steps)
 
 

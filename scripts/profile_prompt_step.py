@@ -19,7 +19,7 @@ import statistics
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from gpu_timing import host_table, kernel_events
+from gpu_timing import host_table, kernel_table
 from mtpserve import LLM, SamplingParams
 
 COUNTERS = ("prompt_step_seconds", "step_seconds", "target_seconds", "draft_seconds", "draft_host_seconds")
@@ -37,16 +37,6 @@ def one_request(llm: LLM, prompt: list[int]) -> dict:
     after = llm.stats()
     deltas = {name: 1e3 * (getattr(after, name) - getattr(before, name)) for name in COUNTERS}
     return {"ttft": 1e3 * out.metrics.time_to_first_token, **deltas}
-
-
-def kernel_table(prof, top: int) -> list[str]:
-    kernels = kernel_events(prof)
-    total = sum(sum(v) for v in kernels.values())
-    lines = [f"device: {sum(len(v) for v in kernels.values())} kernels and copies, {total / 1e3:.3f} ms",
-             "| kernel | count | us |", "|---|---:|---:|"]
-    for name, times in sorted(kernels.items(), key=lambda kv: -sum(kv[1]))[:top]:
-        lines.append(f"| {name[:90]} | {len(times)} | {sum(times):.1f} |")
-    return lines
 
 
 def profile_k(args, k: int) -> str:
