@@ -1,6 +1,6 @@
 """The speculation policy alone, fed made-up step timings and verifications: it fits the costs, tracks
 acceptance per position and per sequence, and picks the k (and the per-sequence drafts) that the
-expected tokens per second favour."""
+batch's expected mean time per token favours."""
 import pytest
 
 from mtpserve import _C
@@ -500,12 +500,28 @@ def test_a_sequence_whose_drafts_fail_drafts_less_than_the_rest():
     past_warmup(policy, batch)
     feed_costs(policy, 8, per_row=2e-5)
     for seq_id in range(1, 8):
-        feed_acceptance(policy, seq_id, 3, times=10)
-    # Accepted about 1 time in 5: its draft is worth less than the verify row it adds (at 1 in 3 it would pay).
-    feed_acceptance(policy, 0, 0, times=40)
-    assert policy.sequence_acceptance(0)[0] < 0.2 and policy.sequence_acceptance(1)[0] > 0.8
+        feed_acceptance(policy, seq_id, 3, times=30)
+    # Accepted about 1 time in 15: its draft cuts its own time per token by less than its verify row adds to
+    # every sequence's (at 1 in 10 it would pay: a poorly accepted sequence's tokens are its slowest).
+    feed_acceptance(policy, 0, 0, times=500)
+    assert policy.sequence_acceptance(0)[0] < 0.07 and policy.sequence_acceptance(1)[0] > 0.75
     step_k, drafts, _, _, _ = policy.plan(batch)
     assert step_k > 0 and drafts[1:] == [step_k] * 7 and drafts[0] < step_k
+
+
+def test_the_step_k_minimises_the_mean_time_per_token_not_the_batchs_tokens_per_second():
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    batch = candidates(8)
+    past_warmup(policy, batch)
+    feed_costs(policy, 8, per_row=1e-5, per_recursion=2e-4)
+    for seq_id in range(4):
+        feed_acceptance(policy, seq_id, 3, times=50)  # drafts always accepted
+    for seq_id in range(4, 8):
+        feed_acceptance(policy, seq_id, 1, times=50)  # draft 1 accepted, draft 2 rejected
+    # Step k = 3 costs about 1.4x k = 1. It emits 24 tokens against 16 (4 x 4 + 4 x 2 against 8 x 2): more
+    # tokens per second. But the second half's sequences gain nothing from it and take 1.4x as long per token,
+    # while the first half's take 0.7x: their mean time per token is longer than at k = 1.
+    assert policy.plan(batch)[:2] == (1, [1] * 8)
 
 
 def test_acceptance_is_conditional_per_position_and_new_sequences_start_from_the_engine():

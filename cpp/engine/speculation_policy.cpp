@@ -224,26 +224,27 @@ SpeculationPolicy::Choice SpeculationPolicy::best(const std::vector<DraftCandida
   std::vector<int64_t> drafts = uniform_drafts(candidates, 0), trimmed, chosen = drafts;
   const Estimate base = estimate(candidates, reach, others, drafts);
   if (base.seconds <= 0) return {uniform(candidates, k_max_), false};  // no timings yet: nothing to weigh
-  double best_rate = base.tokens / base.seconds;
-  int64_t chosen_k = 0;                          // the uniform k the chosen drafts were trimmed from
-  std::vector<double> rate_at(k_max_ + 1, 0.0);  // by the step k of the drafts kept for each k (trimmed or not)
-  rate_at[0] = best_rate;
+  double best_tpot = base.tpot();
+  int64_t chosen_k = 0;  // the uniform k the chosen drafts were trimmed from
+  // by the step k of the drafts kept for each k (trimmed or not)
+  std::vector<double> tpot_at(k_max_ + 1, std::numeric_limits<double>::infinity());
+  tpot_at[0] = best_tpot;
   for (int64_t k = 1; k <= k_max_; ++k) {
     drafts = uniform_drafts(candidates, k);
     const Estimate full = estimate(candidates, reach, others, drafts);
     trimmed = drafts;
-    trim(candidates, reach, full.seconds / full.tokens, num_seqs, trimmed);
+    trim(candidates, reach, full, num_seqs, trimmed);
     const Estimate e = estimate(candidates, reach, others, trimmed);
-    // Trimming judges each draft at the plan's mean rate; where that misjudges it, the uniform plan stands.
-    double rate = full.tokens / full.seconds;
-    if (e.tokens * full.seconds > full.tokens * e.seconds) {
-      rate = e.tokens / e.seconds;
+    // Trimming judges each draft at the plan's margins; where that misjudges it, the uniform plan stands.
+    double tpot = full.tpot();
+    if (e.tpot() < tpot) {
+      tpot = e.tpot();
       std::swap(drafts, trimmed);
     }
     const int64_t step_k = max_drafts(drafts);
-    rate_at[step_k] = std::max(rate_at[step_k], rate);
-    if (rate > best_rate) {
-      best_rate = rate;
+    tpot_at[step_k] = std::min(tpot_at[step_k], tpot);
+    if (tpot < best_tpot) {
+      best_tpot = tpot;
       chosen_k = k;
       std::swap(chosen, drafts);
     }
@@ -255,19 +256,25 @@ SpeculationPolicy::Choice SpeculationPolicy::best(const std::vector<DraftCandida
   Choice choice{uniform(candidates, chosen_k), false};
   choice.plan.drafts = std::move(chosen);
   choice.plan.step_k = max_drafts(choice.plan.drafts);
-  rate_at[choice.plan.step_k] = 0;
-  choice.clear = *std::max_element(rate_at.begin(), rate_at.end()) < (1.0 - kProbeMargin) * best_rate;
+  tpot_at[choice.plan.step_k] = std::numeric_limits<double>::infinity();
+  choice.clear = (1.0 - kProbeMargin) * *std::min_element(tpot_at.begin(), tpot_at.end()) > best_tpot;
   return choice;
 }
 
 void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,
-                             const std::vector<std::vector<double>>& reach, double seconds_per_token,
+                             const std::vector<std::vector<double>>& reach, const Estimate& plan,
                              int64_t num_seqs, std::vector<int64_t>& drafts) const {
   std::vector<double> cost(k_max_ + 1);  // by draft position
   for (int64_t k = 1; k <= k_max_; ++k) cost[k] = costs_.seconds_per_draft(num_seqs, k);
   for (size_t s = 0; s < candidates.size(); ++s) {
     int64_t& k = drafts[s];
-    while (!candidates[s].pinned && k > 0 && reach[s][k] * seconds_per_token < cost[k]) --k;
+    double tokens = std::accumulate(reach[s].begin(), reach[s].begin() + k + 1, 0.0);
+    // The draft's share of the plan's tpot() (its tokens cut this sequence's time per token) against the time it
+    // adds to every sequence's: where all sequences expect `tokens`, reach * seconds / tokens of the step < cost.
+    while (!candidates[s].pinned && k > 0 && reach[s][k] * plan.seconds < cost[k] * tokens * tokens * plan.inverse_tokens) {
+      tokens -= reach[s][k];
+      --k;
+    }
   }
 }
 
@@ -352,6 +359,7 @@ SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftC
   const auto others_seqs = static_cast<double>(others.seqs);
   StepWork work{static_cast<int64_t>(candidates.size()) + others.seqs, max_drafts(drafts), others_seqs,
                 static_cast<double>(others.context), others_seqs};
+  work.inverse_tokens = others_seqs;
   for (size_t s = 0; s < candidates.size(); ++s) {
     const int64_t k = drafts[s];
     work.rows += static_cast<double>(1 + k);
@@ -359,6 +367,7 @@ SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftC
     double tokens = 0;
     for (int64_t i = 0; i <= k; ++i) tokens += reach[s][i];
     work.tokens += tokens;
+    work.inverse_tokens += 1 / tokens;
     if (fills(k)) work.fill_rows += tokens;
     work.recursion_rows += static_cast<double>(std::max<int64_t>(k - 1, 0));
   }
@@ -369,7 +378,7 @@ SpeculationPolicy::Estimate SpeculationPolicy::estimate(const StepWork& work) co
   const double recursions = static_cast<double>(std::max<int64_t>(work.step_k - 1, 0));
   const double seconds = costs_.verify_seconds(work.seqs, work.step_k, work.rows, work.context) +
                          costs_.draft_seconds(work.seqs, work.fill_rows, recursions, work.recursion_rows);
-  return {work.tokens, seconds};
+  return {work.tokens, seconds, work.inverse_tokens};
 }
 
 bool SpeculationPolicy::fills(int64_t drafts) const { return drafts > 0 || fill_every_ == 1; }

@@ -1,10 +1,15 @@
 #pragma once
 // Chooses how many MTP drafts each decoding sequence takes for the next step.
 //   fixed:    every sequence drafts k_max (within its budget); so do pinned sequences under adaptive.
-//   adaptive: the step's k in 0..k_max that maximises expected emitted tokens per second of the batch, from
-//             the measured step costs (StepCostModel) and the acceptance estimates (AcceptanceStats); within
-//             that k, a sequence whose own acceptance makes a draft worth less than the time it adds drafts
-//             fewer (trim).
+//   adaptive: the step's k in 0..k_max that minimises the batch's mean time per output token (each sequence's
+//             expected tokens against the step's time, averaged over the sequences), from the measured step costs
+//             (StepCostModel) and the acceptance estimates (AcceptanceStats); within that k, a sequence whose own
+//             acceptance makes a draft worth less than the time it adds drafts fewer (trim).
+//             Not the batch's tokens per second: where acceptance differs between sequences, that favours the
+//             well-accepted ones, and the others' time per token pays. On a CPU at 64 concurrent ShareGPT
+//             requests, fixed k = 3 gave 5% more tokens/s than k = 1 and a 7% worse mean TPOT: requests under 128
+//             tokens, accepted 0.52-0.63 of the time at k = 3 against 0.75-0.82 for the longer ones, took 6-22%
+//             longer per token than under k = 1. With equal acceptance the two objectives choose alike.
 // The rules below are why the adaptive policy is more than that choice; docs/benchmarks.md has the measurements
 // behind them ("Adaptive speculation on CPU (issue 14)" and the sections after it).
 //
@@ -156,6 +161,9 @@ class SpeculationPolicy {
  private:
   struct Estimate {
     double tokens = 0, seconds = 0;
+    double inverse_tokens = 0;  // over the step's sequences, 1 / its expected tokens (where the work says)
+    // The step's seconds per token, summed over its sequences: what it adds to their mean TPOT, times their count.
+    double tpot() const { return seconds * inverse_tokens; }
   };
   // The plan the estimate favours, and whether it is clear (see kProbeMargin).
   struct Choice {
@@ -169,6 +177,7 @@ class SpeculationPolicy {
     double tokens = 0;     // expected tokens emitted
     double fill_rows = 0;  // the candidates' expected tokens: positions the next fill runs, now or deferred
     double recursion_rows = 0;
+    double inverse_tokens = 0;  // over the sequences, 1 / expected tokens
   };
   // The step's sequences and their context lengths, summed: the load its costs are priced at.
   struct Load {
@@ -214,9 +223,10 @@ class SpeculationPolicy {
   // without a fill) and retires those with kRetireStreak in a row (see above).
   void retire_by_batch(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
                        const NonDrafting& others, const DraftPlan& estimated, DraftPlan& plan);
-  // Drops drafts whose expected tokens are worth less than the time they add at `seconds_per_token`.
+  // Drops drafts whose expected tokens cut their sequence's time per token by less than the time they add to
+  // every sequence's, at the margins of `plan` (see best()).
   void trim(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
-            double seconds_per_token, int64_t num_seqs, std::vector<int64_t>& drafts) const;
+            const Estimate& plan, int64_t num_seqs, std::vector<int64_t>& drafts) const;
   Estimate estimate(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
                     const NonDrafting& others, const std::vector<int64_t>& drafts) const;
   Estimate estimate(const StepWork& work) const;

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The device calls of 2026-11-29, twenty-fourth session: the adaptive policy choosing the step k by the batch's
+# mean time per token instead of its tokens per second, on a lent H200 (bf16, CUDA graphs on, the embedded model).
+#   offline  bench_offline.py at batch 1, 8, 32, 64, 128 tokens, the methods in a Williams order (one whole cycle):
+#            greedy, k = 0..3 fixed and adaptive, 10 repeats; temperature 1.5, k = 0, fixed k = 3 and adaptive,
+#            6 repeats (offline_greedy.*, offline_t15.*)
+#   sweep    the serving sweep where the last GPU sweep missed, one server alive at a time: greedy c = 32 (k = 0,
+#            fixed k = 3, adaptive) and temperature 1.5 c = 8 (k = 0, adaptive), 3 repeats, 24 x c prompts and at
+#            least 144 (sweep_*.tgz, sweep_*.md)
+# Usage: SHAREGPT=<held-out ShareGPT JSON> call.sh offline|sweep ...
+set -uo pipefail
+STAGES=none bash scripts/gpu_check.sh > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1  # the wheels gpu_check.sh installed from .whl
+for stage in "$@"; do
+  case $stage in
+    offline)
+      for run in greedy:"--ks 0 1 2 3 --repeats 10" t15:"--ks 0 3 --temperature 1.5 --repeats 6"; do
+        timeout 270 python3 scripts/bench_offline.py --devices cuda:0 --dtype bfloat16 --batch-sizes 1 8 32 64 \
+          --adaptive-k-max 3 --max-tokens 128 ${run#*:} --out $OUT/offline_${run%%:*}.json 2>&1 \
+          | grep -v "Loading" > $OUT/offline_${run%%:*}.txt
+        grep "^|" $OUT/offline_${run%%:*}.txt
+      done ;;
+    sweep)
+      for run in greedy:"--ks 0,3 --temperature 0 --concurrencies 32" t15:"--ks 0 --temperature 1.5 --concurrencies 8"; do
+        dir=sweep_${run%%:*}
+        timeout 250 python3 scripts/bench_mtp_sweep.py --isolated --adaptive-k-max 3 --repeats 3 --min-prompts 144 \
+          --prompts-factor 24 --dataset-name sharegpt --dataset-path ${SHAREGPT:?} --sharegpt-split held-out \
+          --ignore-eos --sharegpt-max-total-len 2000 --disable-tqdm --out-dir $OUT/$dir ${run#*:} \
+          -- --devices cuda:0 --dtype bfloat16 > $OUT/$dir.log 2>&1
+        grep -E "repeat|error" $OUT/$dir.log
+        cp $OUT/$dir/results.md $OUT/$dir.md 2>/dev/null
+        rm -rf $OUT/$dir/raw; tar czf $OUT/$dir.tgz -C $OUT $dir && rm -rf $OUT/$dir
+      done ;;
+  esac
+done
