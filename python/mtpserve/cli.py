@@ -31,8 +31,9 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{name}", type=kind, default=defaults[name].default)
     parser.add_argument("--speculative_policy", choices=SPECULATIVE_POLICIES,
                         default=defaults["speculative_policy"].default,
-                        help="adaptive: each step drafts the k in 0..num_speculative_tokens that maximises expected "
-                             "tokens/s from measured step costs and acceptance; fixed: always num_speculative_tokens")
+                        help="adaptive: each step drafts the k in 0..num_speculative_tokens that minimises the expected "
+                             "mean time per output token of the running requests, from measured step costs and "
+                             "acceptance; fixed: always num_speculative_tokens")
     parser.add_argument("--deferred_fill_positions", type=int, default=defaults["deferred_fill_positions"].default,
                         help="adaptive policy on one rank: a sequence given no drafts skips the MTP layer's cache fill "
                              "for up to this many positions and catches up when it drafts again (0: fill every "

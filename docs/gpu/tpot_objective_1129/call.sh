@@ -7,8 +7,12 @@
 #   sweep    the serving sweep where the last GPU sweep missed, one server alive at a time: greedy c = 32 (k = 0,
 #            fixed k = 3, adaptive) and temperature 1.5 c = 8 (k = 0, adaptive), 3 repeats, 24 x c prompts and at
 #            least 144 (sweep_*.tgz, sweep_*.md)
+#   trace    plan_trace.patch applied (never landed: each plan's bucket, warm-up, probe, k before and after
+#            retirement, the estimate's time per token at each k), then one adaptive server at greedy c = 32 as in
+#            sweep (trace_c32.txt: its plan lines; trace_c32.md: the cell)
 # Usage: SHAREGPT=<held-out ShareGPT JSON> call.sh offline|sweep ...
 set -uo pipefail
+[[ " $* " == *" trace "* ]] && git apply docs/gpu/tpot_objective_1129/plan_trace.patch
 STAGES=none bash scripts/gpu_check.sh > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1  # the wheels gpu_check.sh installed from .whl
 for stage in "$@"; do
@@ -31,5 +35,14 @@ for stage in "$@"; do
         cp $OUT/$dir/results.md $OUT/$dir.md 2>/dev/null
         rm -rf $OUT/$dir/raw; tar czf $OUT/$dir.tgz -C $OUT $dir && rm -rf $OUT/$dir
       done ;;
+    trace)
+      MTP_TRACE=1 timeout 200 python3 scripts/bench_mtp_sweep.py --isolated --adaptive-k-max 3 --repeats 1 \
+        --min-prompts 144 --prompts-factor 24 --dataset-name sharegpt --dataset-path ${SHAREGPT:?} \
+        --sharegpt-split held-out --ignore-eos --sharegpt-max-total-len 2000 --disable-tqdm --out-dir $OUT/trace \
+        --ks 0 --temperature 0 --concurrencies 32 -- --devices cuda:0 --dtype bfloat16 > $OUT/trace.log 2>&1
+      grep -E "repeat|error" $OUT/trace.log
+      grep -hE "^(PLAN|WARM)" $OUT/trace/server_MTP_adaptive*.log > $OUT/trace_c32.txt
+      cp $OUT/trace/results.md $OUT/trace_c32.md; rm -rf $OUT/trace
+      wc -l $OUT/trace_c32.txt ;;
   esac
 done
