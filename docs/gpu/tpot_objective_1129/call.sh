@@ -9,8 +9,15 @@
 #            least 144 (sweep_*.tgz, sweep_*.md)
 #   trace    plan_trace.patch applied (never landed: each plan's bucket, warm-up, probe, k before and after
 #            retirement, the estimate's time per token at each k), then one adaptive server at greedy c = 32 as in
-#            sweep (trace_c32.txt: its plan lines; trace_c32.md: the cell)
-# Usage: SHAREGPT=<held-out ShareGPT JSON> call.sh offline|sweep ...
+#            sweep (trace_c32.txt, here gzipped: its plan lines; trace_c32.md: the cell)
+#   lossless the engine's batch-invariance tests, greedy (tests/test_batch_invariance.py -k greedy, cuda), then
+#            scripts/mtp_divergence.py --batch-invariant under adaptive: greedy MTP at k = 1..3 against k = 0 in bf16,
+#            batches 1, 8, 32, 64 (pytest_greedy.log, mtp_divergence_*.json)
+# The sixth call, an A/B of this objective (A, 228cb3b) against the tokens/s one (B: speculation_policy.cpp and .h of
+# 414a393 under .ab/old), A B A B on one machine (ab_offline_runs.tgz):
+#   AB_VARIANT=.ab/old AB_CMD='python3 scripts/bench_offline.py --devices cuda:0 --dtype bfloat16 --batch-sizes 8 32 64
+#     --ks 0 3 --adaptive-k-max 3 --max-tokens 128 --repeats 6 --out $RUN_OUT/greedy.json' bash scripts/gpu_ab.sh
+# Usage: SHAREGPT=<held-out ShareGPT JSON> call.sh offline|sweep|trace|lossless ...
 set -uo pipefail
 [[ " $* " == *" trace "* ]] && git apply docs/gpu/tpot_objective_1129/plan_trace.patch
 STAGES=none bash scripts/gpu_check.sh > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
@@ -35,6 +42,11 @@ for stage in "$@"; do
         cp $OUT/$dir/results.md $OUT/$dir.md 2>/dev/null
         rm -rf $OUT/$dir/raw; tar czf $OUT/$dir.tgz -C $OUT $dir && rm -rf $OUT/$dir
       done ;;
+    lossless)
+      timeout 150 python3 -m pytest -q -p no:cacheprovider -m cuda -rfE tests/test_batch_invariance.py -k greedy \
+        > $OUT/pytest_greedy.log 2>&1; tail -3 $OUT/pytest_greedy.log
+      timeout 150 python3 scripts/mtp_divergence.py --devices cuda:0 --dtype bfloat16 --batches 1 8 32 64 \
+        --batch-invariant --speculative-policy adaptive --out $OUT 2>&1 | grep '^|' ;;
     trace)
       MTP_TRACE=1 timeout 200 python3 scripts/bench_mtp_sweep.py --isolated --adaptive-k-max 3 --repeats 1 \
         --min-prompts 144 --prompts-factor 24 --dataset-name sharegpt --dataset-path ${SHAREGPT:?} \
