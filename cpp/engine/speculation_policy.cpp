@@ -226,7 +226,7 @@ SpeculationPolicy::Choice SpeculationPolicy::best(const std::vector<DraftCandida
   if (base.seconds <= 0) return {uniform(candidates, k_max_), false};  // no timings yet: nothing to weigh
   double best_tpot = base.tpot();
   int64_t chosen_k = 0;  // the uniform k the chosen drafts were trimmed from
-  // by the step k of the drafts kept for each k (trimmed or not)
+  // By the step k of the drafts kept for each k (trimmed or not).
   std::vector<double> tpot_at(k_max_ + 1, std::numeric_limits<double>::infinity());
   tpot_at[0] = best_tpot;
   for (int64_t k = 1; k <= k_max_; ++k) {
@@ -268,10 +268,12 @@ void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,
   for (int64_t k = 1; k <= k_max_; ++k) cost[k] = costs_.seconds_per_draft(num_seqs, k);
   for (size_t s = 0; s < candidates.size(); ++s) {
     int64_t& k = drafts[s];
+    // A draft's reach cuts the plan's tpot() by seconds * reach / tokens^2 (this sequence's term) and its cost adds
+    // cost * inverse_tokens (every sequence's). With equal acceptance everywhere this is the tokens/s rule:
+    // reach * seconds / (the step's tokens) < cost.
     double tokens = std::accumulate(reach[s].begin(), reach[s].begin() + k + 1, 0.0);
-    // The draft's share of the plan's tpot() (its tokens cut this sequence's time per token) against the time it
-    // adds to every sequence's: where all sequences expect `tokens`, reach * seconds / tokens of the step < cost.
-    while (!candidates[s].pinned && k > 0 && reach[s][k] * plan.seconds < cost[k] * tokens * tokens * plan.inverse_tokens) {
+    while (!candidates[s].pinned && k > 0 &&
+           reach[s][k] * plan.seconds < cost[k] * tokens * tokens * plan.inverse_tokens) {
       tokens -= reach[s][k];
       --k;
     }

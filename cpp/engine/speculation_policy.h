@@ -161,7 +161,7 @@ class SpeculationPolicy {
  private:
   struct Estimate {
     double tokens = 0, seconds = 0;
-    double inverse_tokens = 0;  // over the step's sequences, 1 / its expected tokens (where the work says)
+    double inverse_tokens = 0;  // the sum over the step's sequences of 1 / its expected tokens
     // The step's seconds per token, summed over its sequences: what it adds to their mean TPOT, times their count.
     double tpot() const { return seconds * inverse_tokens; }
   };
@@ -177,7 +177,7 @@ class SpeculationPolicy {
     double tokens = 0;     // expected tokens emitted
     double fill_rows = 0;  // the candidates' expected tokens: positions the next fill runs, now or deferred
     double recursion_rows = 0;
-    double inverse_tokens = 0;  // over the sequences, 1 / expected tokens
+    double inverse_tokens = 0;  // the sum over the sequences of 1 / expected tokens (where a plan is weighed)
   };
   // The step's sequences and their context lengths, summed: the load its costs are priced at.
   struct Load {
