@@ -10,6 +10,7 @@
 #   trace    plan_trace.patch applied (never landed: each plan's bucket, warm-up, probe, k before and after
 #            retirement, the estimate's time per token at each k), then one adaptive server at greedy c = 32 as in
 #            sweep (trace_c32.txt, here gzipped: its plan lines; trace_c32.md: the cell)
+#   c32_r5   greedy c = 32 again (k = 0, fixed k = 3, adaptive), 5 repeats (sweep_c32_r5.md, .tgz)
 #   lossless the engine's batch-invariance tests, greedy (tests/test_batch_invariance.py -k greedy, cuda), then
 #            scripts/mtp_divergence.py --batch-invariant under adaptive: greedy MTP at k = 1..3 against k = 0 in bf16,
 #            batches 1, 8, 32, 64 (pytest_greedy.log, mtp_divergence_*.json)
@@ -17,7 +18,7 @@
 # 414a393 under .ab/old), A B A B on one machine (ab_offline_runs.tgz):
 #   AB_VARIANT=.ab/old AB_CMD='python3 scripts/bench_offline.py --devices cuda:0 --dtype bfloat16 --batch-sizes 8 32 64
 #     --ks 0 3 --adaptive-k-max 3 --max-tokens 128 --repeats 6 --out $RUN_OUT/greedy.json' bash scripts/gpu_ab.sh
-# Usage: SHAREGPT=<held-out ShareGPT JSON> call.sh offline|sweep|trace|lossless ...
+# Usage: SHAREGPT=<held-out ShareGPT JSON> call.sh offline|sweep|trace|lossless|c32_r5 ...
 set -uo pipefail
 [[ " $* " == *" trace "* ]] && git apply docs/gpu/tpot_objective_1129/plan_trace.patch
 STAGES=none bash scripts/gpu_check.sh > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
@@ -42,6 +43,14 @@ for stage in "$@"; do
         cp $OUT/$dir/results.md $OUT/$dir.md 2>/dev/null
         rm -rf $OUT/$dir/raw; tar czf $OUT/$dir.tgz -C $OUT $dir && rm -rf $OUT/$dir
       done ;;
+    c32_r5)
+      timeout 400 python3 scripts/bench_mtp_sweep.py --isolated --adaptive-k-max 3 --repeats 5 --min-prompts 144 \
+        --prompts-factor 24 --dataset-name sharegpt --dataset-path ${SHAREGPT:?} --sharegpt-split held-out \
+        --ignore-eos --sharegpt-max-total-len 2000 --disable-tqdm --out-dir $OUT/sweep_c32_r5 --ks 0,3 \
+        --temperature 0 --concurrencies 32 -- --devices cuda:0 --dtype bfloat16 > $OUT/sweep_c32_r5.log 2>&1
+      grep -E "repeat|error" $OUT/sweep_c32_r5.log
+      cp $OUT/sweep_c32_r5/results.md $OUT/sweep_c32_r5.md 2>/dev/null
+      rm -rf $OUT/sweep_c32_r5/raw; tar czf $OUT/sweep_c32_r5.tgz -C $OUT sweep_c32_r5 && rm -rf $OUT/sweep_c32_r5 ;;
     lossless)
       timeout 150 python3 -m pytest -q -p no:cacheprovider -m cuda -rfE tests/test_batch_invariance.py -k greedy \
         > $OUT/pytest_greedy.log 2>&1; tail -3 $OUT/pytest_greedy.log
