@@ -20,6 +20,11 @@ std::vector<double> reach_of(const std::vector<double>& p) {
   return r;
 }
 
+// Expected tokens a step emits for a sequence given k drafts: the bonus token and each draft reached.
+double expected_tokens(const std::vector<double>& reach, int64_t k) {
+  return std::accumulate(reach.begin(), reach.begin() + k + 1, 0.0);
+}
+
 // The step's k: the most drafts any sequence takes (0 for none).
 int64_t max_drafts(const std::vector<int64_t>& drafts) {
   return drafts.empty() ? 0 : *std::max_element(drafts.begin(), drafts.end());
@@ -271,7 +276,7 @@ void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,
     // A draft's reach cuts the plan's tpot() by seconds * reach / tokens^2 (this sequence's term) and its cost adds
     // cost * inverse_tokens (every sequence's). With equal acceptance everywhere this is the tokens/s rule:
     // reach * seconds / (the step's tokens) < cost.
-    double tokens = std::accumulate(reach[s].begin(), reach[s].begin() + k + 1, 0.0);
+    double tokens = expected_tokens(reach[s], k);
     while (!candidates[s].pinned && k > 0 &&
            reach[s][k] * plan.seconds < cost[k] * tokens * tokens * plan.inverse_tokens) {
       tokens -= reach[s][k];
@@ -327,7 +332,7 @@ std::optional<std::vector<double>> SpeculationPolicy::class_reach(const DraftCan
 }
 
 bool SpeculationPolicy::poorly_accepted(const std::vector<double>& reach) const {
-  const double tokens = std::accumulate(reach.begin(), reach.end(), 0.0);  // reach[0] = 1: the bonus token
+  const double tokens = expected_tokens(reach, k_max_);
   return static_cast<double>(k_max_ + 1) > (1 + kBlameMargin) * tokens;
 }
 
@@ -366,8 +371,7 @@ SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftC
     const int64_t k = drafts[s];
     work.rows += static_cast<double>(1 + k);
     work.context += static_cast<double>(candidates[s].context + k);
-    double tokens = 0;
-    for (int64_t i = 0; i <= k; ++i) tokens += reach[s][i];
+    const double tokens = expected_tokens(reach[s], k);
     work.tokens += tokens;
     work.inverse_tokens += 1 / tokens;
     if (fills(k)) work.fill_rows += tokens;
