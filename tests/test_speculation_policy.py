@@ -549,6 +549,26 @@ def test_a_position_no_plan_drafts_takes_the_estimate_of_the_one_before():
     assert policy.plan(batch)[:2] == (3, [3])
 
 
+def test_a_draft_position_measured_poorly_long_ago_is_drafted_and_measured_again():
+    """Early verifications rejected draft 3; the plans then drafted two, which never test it. Had that early record
+    stood (as it did until a probe), a sequence whose every draft is accepted would run k = 2 for good; as the steps
+    go by without testing draft 3, its record gives way to the estimate of draft 2, and the plans draft it again."""
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    batch = candidates(1, first_id=1)
+    past_warmup(policy, batch)
+    feed_costs(policy, 1, per_row=2e-4, per_recursion=2e-4)
+    for _ in range(5):
+        policy.record_acceptance(0, 3, 2)
+    assert policy.engine_acceptance()[2] < 0.2
+    ks = []
+    for _ in range(200):
+        ks.append(policy.plan(batch)[0])
+        policy.record_acceptance(1, ks[-1], ks[-1])
+    assert ks[0] == 2
+    assert ks[-100:].count(K_MAX) >= 90
+    assert policy.engine_acceptance()[2] > 0.9
+
+
 def test_fixed_and_forced_plans_stay_within_each_budget():
     fixed = _C.SpeculationPolicy(FIXED, K_MAX)
     batch = [(0, 3, 10, False, 0), (1, 1, 10, False, 0), (2, 0, 10, False, 0)]

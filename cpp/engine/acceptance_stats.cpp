@@ -12,6 +12,8 @@ namespace {
 // that turns hard to predict stops drafting within a few steps.
 constexpr double kEngineForget = 0.999;
 constexpr double kSequenceForget = 0.9;
+// Engine-wide, a position the step's drafts did not reach keeps this much of its weight: half after about 14 steps.
+constexpr double kUntestedForget = 0.95;
 // Weight of the engine-wide estimate in a sequence's, in observations.
 constexpr double kSequencePrior = 4.0;
 // Before any observation: one pseudo-observation, at even odds for draft 1 and at the estimate of the position
@@ -21,18 +23,25 @@ constexpr double kEnginePrior = 1.0;
 // its first 6 steps leaves some 190).
 constexpr double kClassKnown = 64.0;
 
+// Positions 1..accepted were accepted; position accepted + 1, if drafted, was the first rejected; later ones were
+// never tested.
+int64_t tested_positions(int64_t drafts, int64_t accepted, int64_t k_max) {
+  return std::min(std::min(drafts, accepted + 1), k_max);
+}
+
 // One standard error of an acceptance p estimated from `weight` verifications.
 double standard_error(double p, double weight) { return std::sqrt(p * (1 - p) / (weight + 1)); }
 
 }  // namespace
 
 AcceptanceStats::AcceptanceStats(int64_t k_max)
-    : k_max_(k_max), engine_{std::vector<double>(k_max, 0.0), std::vector<double>(k_max, 0.0)}, engine_p_(mean(engine_)) {}
+    : k_max_(k_max),
+      engine_{std::vector<double>(k_max, 0.0), std::vector<double>(k_max, 0.0)},
+      engine_p_(mean(engine_)),
+      engine_tested_(k_max, false) {}
 
 void AcceptanceStats::observe(Counts& counts, double forget, int64_t drafts, int64_t accepted) const {
-  // Positions 1..accepted were accepted; position accepted + 1, if drafted, was the first rejected;
-  // later ones were never tested.
-  const int64_t tested = std::min(std::min(drafts, accepted + 1), k_max_);
+  const int64_t tested = tested_positions(drafts, accepted, k_max_);
   for (int64_t j = 0; j < tested; ++j) {
     counts.tried[j] = forget * counts.tried[j] + 1;
     counts.accepted[j] = forget * counts.accepted[j] + (j < accepted ? 1 : 0);
@@ -62,10 +71,23 @@ std::vector<double> AcceptanceStats::mean(const Counts& counts) const {
 void AcceptanceStats::record(int64_t seq_id, int64_t drafts, int64_t accepted) {
   observe(engine_, kEngineForget, drafts, accepted);
   engine_p_ = mean(engine_);
+  std::fill_n(engine_tested_.begin(), tested_positions(drafts, accepted, k_max_), true);
   observe(entry(sequences_, seq_id), kSequenceForget, drafts, accepted);
   if (const auto cls = class_of_.find(seq_id); cls != class_of_.end()) {
     observe(entry(classes_, cls->second), kEngineForget, drafts, accepted);
   }
+}
+
+void AcceptanceStats::age() {
+  // A step that verified no draft ages nothing: where nothing drafts, the policy's probes measure the drafting.
+  if (!engine_tested_[0]) return;
+  for (int64_t j = 1; j < k_max_; ++j) {
+    if (engine_tested_[j]) continue;
+    engine_.tried[j] *= kUntestedForget;
+    engine_.accepted[j] *= kUntestedForget;
+  }
+  std::fill(engine_tested_.begin(), engine_tested_.end(), false);
+  engine_p_ = mean(engine_);
 }
 
 void AcceptanceStats::forget(int64_t seq_id) {

@@ -16,6 +16,13 @@ class AcceptanceStats {
 
   // A verification of `drafts` drafts of which the first `accepted` were accepted.
   void record(int64_t seq_id, int64_t drafts, int64_t accepted);
+  // A decode step went by (SpeculationPolicy::plan). If it verified drafts, each engine-wide position past the
+  // first that none of them tested loses weight, so that what a k no longer drafted measured long ago gives way to
+  // the prior (the position before) and the plans draft that position again and measure it. Without this a
+  // position measured poorly early on stayed so until a probe: at batch 1 on a CPU the first requests left draft 3
+  // at 0.16-0.23, and the policy ran k = 1 for hundreds of steps on sequences whose drafts were accepted 9 times in
+  // 10, where fixed k = 3 took 27% less time per token.
+  void age();
   void forget(int64_t seq_id);
 
   // Engine-wide p[j], j = 0..k_max-1.
@@ -60,6 +67,7 @@ class AcceptanceStats {
   int64_t k_max_;
   Counts engine_;
   std::vector<double> engine_p_;  // mean(engine_): every plan reads it once per sequence
+  std::vector<bool> engine_tested_;  // per position: tested since the last age()
   std::unordered_map<int64_t, Counts> sequences_;
   std::unordered_map<int64_t, int64_t> class_of_;  // by sequence id
   std::unordered_map<int64_t, Counts> classes_;

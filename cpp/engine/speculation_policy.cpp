@@ -46,6 +46,7 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   if (candidates.empty()) return {};
   if (!schedule_.empty()) return forced(candidates);
   if (kind_ == SpeculationPolicyKind::kFixed) return uniform(candidates, k_max_);
+  acceptance_.age();
   const int64_t num_seqs = static_cast<int64_t>(candidates.size()) + others.seqs;
   const auto b = static_cast<size_t>(StepCostModel::bucket(num_seqs));
   if (buckets_.size() <= b) buckets_.resize(b + 1);
