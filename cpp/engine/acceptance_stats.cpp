@@ -79,7 +79,8 @@ void AcceptanceStats::record(int64_t seq_id, int64_t drafts, int64_t accepted) {
 }
 
 void AcceptanceStats::age() {
-  // A step that verified no draft ages nothing: where nothing drafts, the policy's probes measure the drafting.
+  // A step that tested no draft ages nothing: where nothing drafts, the policy's probes measure the drafting. (At
+  // k = 0 the fill's first draft, compared with the next token, is a test of draft 1.)
   if (!engine_tested_[0]) return;
   for (int64_t j = 1; j < k_max_; ++j) {
     if (engine_tested_[j]) continue;

@@ -16,8 +16,8 @@ class AcceptanceStats {
 
   // A verification of `drafts` drafts of which the first `accepted` were accepted.
   void record(int64_t seq_id, int64_t drafts, int64_t accepted);
-  // A decode step went by (SpeculationPolicy::plan). If it verified drafts, each engine-wide position past the
-  // first that none of them tested loses weight, so that what a k no longer drafted measured long ago gives way to
+  // A decode step went by (SpeculationPolicy::plan). If it tested draft 1, each engine-wide position past the
+  // first that it did not test loses weight, so that what a k no longer drafted measured long ago gives way to
   // the prior (the position before) and the plans draft that position again and measure it. Without this a
   // position measured poorly early on stayed so until a probe: at batch 1 on a CPU the first requests left draft 3
   // at 0.16-0.23, and the policy ran k = 1 for hundreds of steps on sequences whose drafts were accepted 9 times in
