@@ -569,6 +569,29 @@ def test_a_draft_position_measured_poorly_long_ago_is_drafted_and_measured_again
     assert policy.engine_acceptance()[2] > 0.9
 
 
+def test_a_sequence_that_stopped_drafting_a_position_drafts_it_again_as_its_record_ages():
+    """The sequence's own early verifications rejected draft 3 while the engine's were accepted: leaning on its own
+    record, it drafted two. Had that record stood (it was never tested again), the sequence would run k = 2 for good
+    although its drafts are now always accepted; as its verifications go by without draft 3, the record gives way
+    to the engine-wide estimate, and the plans draft three again."""
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    batch = candidates(1, first_id=1)
+    past_warmup(policy, batch)
+    feed_costs(policy, 1, per_row=2e-4, per_recursion=2e-4)
+    for i in range(50):
+        policy.record_acceptance(100 + i, 3, 3)
+    for _ in range(5):
+        policy.record_acceptance(1, 3, 2)
+    assert policy.engine_acceptance()[2] > 0.85 and policy.sequence_acceptance(1)[2] < 0.5
+    ks = []
+    for _ in range(200):
+        ks.append(policy.plan(batch)[0])
+        policy.record_acceptance(1, ks[-1], ks[-1])
+    assert ks[0] == 2
+    assert ks[-100:].count(K_MAX) >= 90
+    assert policy.sequence_acceptance(1)[2] > 0.85
+
+
 def test_fixed_and_forced_plans_stay_within_each_budget():
     fixed = _C.SpeculationPolicy(FIXED, K_MAX)
     batch = [(0, 3, 10, False, 0), (1, 1, 10, False, 0), (2, 0, 10, False, 0)]

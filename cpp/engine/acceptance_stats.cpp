@@ -72,7 +72,9 @@ void AcceptanceStats::record(int64_t seq_id, int64_t drafts, int64_t accepted) {
   observe(engine_, kEngineForget, drafts, accepted);
   engine_p_ = mean(engine_);
   std::fill_n(engine_tested_.begin(), tested_positions(drafts, accepted, k_max_), true);
-  observe(entry(sequences_, seq_id), kSequenceForget, drafts, accepted);
+  Counts& own = entry(sequences_, seq_id);
+  observe(own, kSequenceForget, drafts, accepted);
+  age_undrafted(own, drafts);
   if (const auto cls = class_of_.find(seq_id); cls != class_of_.end()) {
     observe(entry(classes_, cls->second), kEngineForget, drafts, accepted);
   }
@@ -89,6 +91,14 @@ void AcceptanceStats::age() {
   }
   std::fill(engine_tested_.begin(), engine_tested_.end(), false);
   engine_p_ = mean(engine_);
+}
+
+void AcceptanceStats::age_undrafted(Counts& own, int64_t drafts) const {
+  if (drafts < 1) return;
+  for (int64_t j = drafts; j < k_max_; ++j) {
+    own.tried[j] *= kSequenceForget;
+    own.accepted[j] *= kSequenceForget;
+  }
 }
 
 void AcceptanceStats::forget(int64_t seq_id) {
