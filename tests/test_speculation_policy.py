@@ -549,21 +549,33 @@ def test_a_position_no_plan_drafts_takes_the_estimate_of_the_one_before():
     assert policy.plan(batch)[:2] == (3, [3])
 
 
-def test_a_draft_position_measured_poorly_long_ago_is_drafted_and_measured_again():
-    """Early verifications rejected draft 3; the plans then drafted two, which never test it. Had that early record
-    stood (as it did until a probe), a sequence whose every draft is accepted would run k = 2 for good; as the steps
-    go by without testing draft 3, its record gives way to the estimate of draft 2, and the plans draft it again."""
+def sequence_1_past_warmup():
+    """A policy past its warm-up at batch 1 (sequence 1), with costs under which a well-accepted third draft pays."""
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     batch = candidates(1, first_id=1)
     past_warmup(policy, batch)
     feed_costs(policy, 1, per_row=2e-4, per_recursion=2e-4)
+    return policy, batch
+
+
+def plans_of_sequence_1_accepting_every_draft(policy, batch, steps=200):
+    """The step k of `steps` plans, each of whose drafts is then accepted."""
+    ks = []
+    for _ in range(steps):
+        ks.append(policy.plan(batch)[0])
+        policy.record_acceptance(1, ks[-1], ks[-1])
+    return ks
+
+
+def test_a_draft_position_measured_poorly_long_ago_is_drafted_and_measured_again():
+    """Early verifications rejected draft 3; the plans then drafted two, which never test it. Had that early record
+    stood (as it did until a probe), a sequence whose every draft is accepted would run k = 2 for good; as the steps
+    go by without testing draft 3, its record gives way to the estimate of draft 2, and the plans draft it again."""
+    policy, batch = sequence_1_past_warmup()
     for _ in range(5):
         policy.record_acceptance(0, 3, 2)
     assert policy.engine_acceptance()[2] < 0.2
-    ks = []
-    for _ in range(200):
-        ks.append(policy.plan(batch)[0])
-        policy.record_acceptance(1, ks[-1], ks[-1])
+    ks = plans_of_sequence_1_accepting_every_draft(policy, batch)
     assert ks[0] == 2
     assert ks[-100:].count(K_MAX) >= 90
     assert policy.engine_acceptance()[2] > 0.9
@@ -574,19 +586,13 @@ def test_a_sequence_that_stopped_drafting_a_position_drafts_it_again_as_its_reco
     record, it drafted two. Had that record stood (it was never tested again), the sequence would run k = 2 for good
     although its drafts are now always accepted; as its verifications go by without draft 3, the record gives way
     to the engine-wide estimate, and the plans draft three again."""
-    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
-    batch = candidates(1, first_id=1)
-    past_warmup(policy, batch)
-    feed_costs(policy, 1, per_row=2e-4, per_recursion=2e-4)
+    policy, batch = sequence_1_past_warmup()
     for i in range(50):
         policy.record_acceptance(100 + i, 3, 3)
     for _ in range(5):
         policy.record_acceptance(1, 3, 2)
     assert policy.engine_acceptance()[2] > 0.85 and policy.sequence_acceptance(1)[2] < 0.5
-    ks = []
-    for _ in range(200):
-        ks.append(policy.plan(batch)[0])
-        policy.record_acceptance(1, ks[-1], ks[-1])
+    ks = plans_of_sequence_1_accepting_every_draft(policy, batch)
     assert ks[0] == 2
     assert ks[-100:].count(K_MAX) >= 90
     assert policy.sequence_acceptance(1)[2] > 0.85
