@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The twenty-sixth session's device calls (lent H200s, torch 2.11.0+cu130, bf16; carry .whl), one stage each:
-#   bash docs/gpu/seq_aging_1129/call.sh suite|offline|ab|sweep|gap
+#   bash docs/gpu/seq_aging_1129/call.sh suite|offline|ab|sweep|gap|spread
 # suite: the GPU test suite and the bf16 divergence rate of greedy MTP without --batch_invariant (pytest.log,
 # mtp_divergence_*.json); offline: adaptive against k = 0 and fixed k = 1..3 offline, greedy and temperature 1.5
 # (offline_adaptive_gpu*.json); sweep: the serving sweep's greedy cells that earlier GPU sweeps came closest to
@@ -9,7 +9,8 @@
 # held-out ShareGPT JSON cut to each record's first two turns (what the benchmark reads). ab: the offline greedy A/B
 # of 8d5cefe (A) against b0edcd7's acceptance_stats.* (B, in .ab/old), A B A B (ab_runs.tgz). gap: an MTP engine
 # whose every sequence is retired against k = 0, offline continuous batching at 8 slots, temperature 1.5, with a
-# profile of each (retired_gap.py, retired_gap.txt).
+# profile of each (retired_gap.py, retired_gap.txt). spread: that load on a k = 0 engine in five processes one after
+# another, to see how far separate processes of one engine differ (instance_spread.py, instance_spread.txt).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 case ${1:?stage} in
@@ -30,4 +31,8 @@ case ${1:?stage} in
         bash scripts/gpu_ab.sh ;;
   gap) STAGES=none bash scripts/gpu_check.sh > /dev/null 2>&1; export PYTHONPATH=/tmp/site
     timeout 500 python3 docs/gpu/seq_aging_1129/retired_gap.py "$SHAREGPT" 2>&1 | grep -v Loading | tee "$OUT/retired_gap.txt" ;;
+  spread) STAGES=none bash scripts/gpu_check.sh > /dev/null 2>&1; export PYTHONPATH=/tmp/site
+    for i in 1 2 3 4 5; do
+      timeout 45 python3 docs/gpu/seq_aging_1129/instance_spread.py "$SHAREGPT" 2>&1 | grep '^pid'
+    done | tee "$OUT/instance_spread.txt" ;;
 esac
