@@ -85,9 +85,7 @@ void AcceptanceStats::age() {
   // k = 0 the fill's first draft, compared with the next token, is a test of draft 1.)
   if (!engine_tested_[0]) return;
   for (int64_t j = 1; j < k_max_; ++j) {
-    if (engine_tested_[j]) continue;
-    engine_.tried[j] *= kUntestedForget;
-    engine_.accepted[j] *= kUntestedForget;
+    if (!engine_tested_[j]) engine_.fade(j, kUntestedForget);
   }
   std::fill(engine_tested_.begin(), engine_tested_.end(), false);
   engine_p_ = mean(engine_);
@@ -95,10 +93,7 @@ void AcceptanceStats::age() {
 
 void AcceptanceStats::age_undrafted(Counts& own, int64_t drafts) const {
   if (drafts < 1) return;
-  for (int64_t j = drafts; j < k_max_; ++j) {
-    own.tried[j] *= kSequenceForget;
-    own.accepted[j] *= kSequenceForget;
-  }
+  for (int64_t j = drafts; j < k_max_; ++j) own.fade(j, kSequenceForget);
 }
 
 void AcceptanceStats::forget(int64_t seq_id) {

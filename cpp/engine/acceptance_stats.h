@@ -57,6 +57,11 @@ class AcceptanceStats {
  private:
   struct Counts {
     std::vector<double> tried, accepted;  // forgetting sums per position
+    // Position j's record keeps `keep` of its weight, and its estimate moves towards the prior.
+    void fade(int64_t j, double keep) {
+      tried[j] *= keep;
+      accepted[j] *= keep;
+    }
   };
   void observe(Counts& counts, double forget, int64_t drafts, int64_t accepted) const;
   // A sequence's positions past the `drafts` it was verified on forget as if tested: what it measured there before
