@@ -426,6 +426,28 @@ def test_a_class_measured_anew_is_trusted_again_for_as_many_new_sequences():
     assert new_sequences_retired_in_a_row(policy, 20_000) == policy.class_trust
 
 
+def test_a_short_record_of_rejections_does_not_retire_a_sequence_the_estimate_still_drafts_for():
+    """At batch 1 with deferred fills, a sequence whose first drafts were mostly rejected (1 in 6) measures poorly,
+    while its estimate, which leans on the engine-wide one, still gives it drafts: it keeps drafting, and a full
+    stash does not retire it. (On a CPU one such sequence retired for good while the estimate gave it 3.) Once its
+    own record outweighs that prior, its rejections retire it."""
+    def policy_after(rejections: int):
+        policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
+        past_warmup(policy, candidates(1))
+        feed_costs(policy, 1, per_row=1e-5, per_recursion=1e-4)
+        for seq_id in range(1, 9):
+            feed_acceptance(policy, seq_id, 3, times=20)  # the engine-wide record: drafts accepted
+        feed_acceptance(policy, 0, 3, times=1)
+        feed_acceptance(policy, 0, 0, times=rejections)
+        return policy
+
+    full_stash = [(0, K_MAX, 100, False, 64)]
+    _, drafts, retire, _, _ = policy_after(5).plan(full_stash)
+    assert drafts[0] > 0 and retire == [False]
+    _, drafts, retire, _, _ = policy_after(40).plan(full_stash)
+    assert drafts == [0] and retire == [True]
+
+
 def test_probes_skip_a_sequence_whose_drafts_fail():
     """Probes (one of these 50 plans) draft uniformly, but not for a sequence whose measured acceptance
     makes drafting not pay: that would only catch up its waiting positions."""

@@ -149,9 +149,13 @@ std::vector<double> AcceptanceStats::measured(int64_t seq_id) const {
   return p;
 }
 
-bool AcceptanceStats::knows(int64_t seq_id) const {
+bool AcceptanceStats::knows(int64_t seq_id) const { return draft_1_weight(seq_id) >= kSequencePrior; }
+
+bool AcceptanceStats::proven(int64_t seq_id) const { return draft_1_weight(seq_id) >= 2 * kSequencePrior; }
+
+double AcceptanceStats::draft_1_weight(int64_t seq_id) const {
   auto it = sequences_.find(seq_id);
-  return it != sequences_.end() && it->second.tried[0] >= kSequencePrior;
+  return it == sequences_.end() ? 0.0 : it->second.tried[0];
 }
 
 }  // namespace mtpserve

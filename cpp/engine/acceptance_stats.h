@@ -38,6 +38,9 @@ class AcceptanceStats {
   // Whether the sequence's own record of draft 1 weighs at least as much as the engine-wide estimate
   // it is shrunk towards.
   bool knows(int64_t seq_id) const;
+  // Whether it weighs twice that (about 16 verifications): enough to judge its drafts against an estimate that
+  // still favours them.
+  bool proven(int64_t seq_id) const;
 
   // A sequence's sampling class (SpeculationPolicy::sampling_class): its verifications from now on also count
   // towards its class's record, which forgets like the engine-wide one.
@@ -73,6 +76,8 @@ class AcceptanceStats {
   Counts& entry(std::unordered_map<int64_t, Counts>& records, int64_t key) const;
   // p[j] from the record, with one pseudo-observation of the prior (see acceptance_stats.cpp).
   std::vector<double> mean(const Counts& counts) const;
+  // The weight of the sequence's own record of draft 1 (0 without one).
+  double draft_1_weight(int64_t seq_id) const;
 
   int64_t k_max_;
   Counts engine_;

@@ -36,7 +36,8 @@
 //     the load falls). Its drafts fail where its own measured acceptance makes drafting not pay while drafts
 //     that are always accepted would (in this batch, or alone in a step: elsewhere the costs are to blame, not
 //     the sequence), and would emit clearly more tokens than its own (kBlameMargin). Drafts that are always
-//     accepted never fail, and are not the test alone: on a CPU at batch 64 they sit at the break-even.
+//     accepted never fail, and are not the test alone: on a CPU at batch 64 they sit at the break-even. Nor do
+//     drafts that the estimate still favours, until the sequence's own record outweighs its prior twice over.
 //
 // Where every step fills (fill_every = 1; a GPU by default), nothing waits and nothing is dropped: the fill of a
 // sequence given no drafts runs each step, and k = 0 costs more than a model without MTP (on the H100 at
@@ -194,10 +195,12 @@ class SpeculationPolicy {
   std::vector<std::vector<double>> reaches(const std::vector<DraftCandidate>& candidates) const;
   Choice best(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
               const NonDrafting& others) const;
-  // Per candidate: its fills wait (deferred), and drafting does not pay in a batch of sequences that all
-  // had its measured acceptance (AcceptanceStats::measured), though it would with drafts that are always
-  // accepted, in this batch (`always_pays`) or for the sequence alone in a step.
-  std::vector<bool> failing(const std::vector<DraftCandidate>& candidates, const Load& load, bool always_pays) const;
+  // Per candidate: its fills wait (deferred), the estimate gives it no drafts or its own record is proven
+  // (AcceptanceStats::proven), and drafting does not pay in a batch of sequences that all had its measured
+  // acceptance (AcceptanceStats::measured), though it would with drafts that are always accepted, in this batch
+  // (`always_pays`) or for the sequence alone in a step.
+  std::vector<bool> failing(const std::vector<DraftCandidate>& candidates, const Load& load, bool always_pays,
+                            const DraftPlan& estimated) const;
   // Whether drafts with these reach probabilities do not pay at `load` because of their acceptance: always-accepted
   // drafts would pay, in this step (`always_pays`) or for the sequence alone in a step, and the drafts are poorly
   // accepted (poorly_accepted).
