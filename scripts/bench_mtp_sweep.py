@@ -280,6 +280,21 @@ def verdict_table(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def repeats_table(rows: list[dict]) -> str:
+    """Every repeat of each method and concurrency (repeat i ran in round i): its mean TPOT and the engine's ms per
+    step, whole, in the target forward, in the drafting, and in the drafting's host work before its launch. With
+    --isolated each repeat is a server instance of its own, and these say where a slow one lost its time."""
+    out = ["| method | Concurrency | repeat | Mean TPOT(ms) | step | target | draft | draft host |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in sorted(rows, key=lambda r: (method_order(r), r["concurrency"])):
+        steps = r.get("repeats_step_ms") or []
+        for i, tpot in enumerate(r.get("repeats_mean_tpot_ms") or []):
+            times = steps[i] if i < len(steps) else []
+            out.append("| " + " | ".join([r["method"], str(r["concurrency"]), str(i), _fmt(tpot, ".3f")] +
+                                         [_fmt(t, ".3f") for t in (list(times) + [None] * 4)[:4]]) + " |")
+    return "\n".join(out) + "\n"
+
+
 def _fmt(value, spec: str, none: str = "-") -> str:
     return none if value is None else format(value, spec)
 
@@ -370,7 +385,8 @@ def write_outputs(sweep: dict, out_dir: Path) -> None:
     if any(r.get("policy") == "adaptive" for r in sweep["rows"]):
         verdict = "\nThe adaptive policy against k = 0 and the best fixed k (TPOT speedups):\n\n" + \
             verdict_table(sweep["rows"])
-    (out_dir / "results.md").write_text(header + markdown_table(sweep["rows"]) + verdict, encoding="utf-8")
+    repeats = "\nEach repeat (ms; with --isolated, a server instance of its own):\n\n" + repeats_table(sweep["rows"])
+    (out_dir / "results.md").write_text(header + markdown_table(sweep["rows"]) + verdict + repeats, encoding="utf-8")
 
 
 # ---- main ---------------------------------------------------------------------------------------------------
