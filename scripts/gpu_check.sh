@@ -42,6 +42,9 @@ fi
 {
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
   nvcc --version | tail -1; nvidia-smi -L; date -u
+  # The host's layout against the GPU: server instances of one configuration differ most in their host work
+  # (docs/benchmarks.md), and which cores and memory an instance lands on is a suspect.
+  lscpu | grep -E '^(Model name|Socket|Thread|Core|NUMA node)'; nvidia-smi topo -m | head -3
 } > "$out/environment.txt" 2>&1
 start=$(date +%s)
 if ! python3 -m pip install --no-build-isolation --no-deps -e . > /tmp/build.log 2>&1; then
