@@ -13,8 +13,9 @@ the servers stop and --out-dir gets:
   tpot_vs_concurrency.png           mean TPOT
   tpot_speedup_vs_concurrency.png   baseline mean TPOT / method mean TPOT at the same concurrency
   sweep.json                        config, hardware, one summary row per method and concurrency (its median
-                                    repeat), with every repeat's mean TPOT and [step, target, drafting, drafting's
-                                    host work before its launch] ms per step
+                                    repeat), with every repeat's mean TPOT, [step, target, drafting, drafting's
+                                    host work before its launch, the policy's plan] ms per step and busiest
+                                    threads
   raw/<method>_c<concurrency>_r<repeat>.json  each run's full result (every request's chunk timestamps)
   server_<method>.log               each server's output
 
@@ -23,6 +24,12 @@ With --isolated only one server is alive at a time: each repeat starts the metho
 engine instance of every method (on the GPU machine, engine instances of one configuration measured up to 20% apart
 in step time, and two servers alive together spread more than one alone). A fresh server then warms up at each
 concurrency with max(c, --num-warmups) untimed requests sent c at a time, as a long-running server would be warm.
+
+With --client-cores N the benchmark client runs on N physical cores of its own (every hardware thread of a core
+goes to one side) and the servers on the rest, as a client on another host would not share the server's cores.
+Either way every repeat records the server's and the client's busiest threads and the CPU each last ran on (the
+last columns of results.md's per-repeat table): a server instance slow on the host can be matched with where its
+engine thread ran.
 
 Every method sees the same prompts at a given concurrency (the seed is --seed + the concurrency's index, so
 consecutive concurrencies do not resend the same prompts into a warm prefix cache). Server flags other than
@@ -63,6 +70,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
 
+from mtpserve.bench import cpu_placement as placement  # noqa: E402
 from mtpserve.bench.run_order import balanced_order  # noqa: E402
 from mtpserve.bench.runner import add_bench_args, config_from_args  # noqa: E402
 
@@ -113,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server-timeout", type=float, default=600.0, help="seconds to wait for /health")
     p.add_argument("--isolated", action="store_true",
                    help="one server alive at a time, started afresh for each repeat (see above)")
+    p.add_argument("--client-cores", type=int, default=None,
+                   help="keep this benchmark client on its own N physical cores (all their hardware threads) and the "
+                        "servers on the rest, as a client on another host would be (default: no pinning)")
     p.add_argument("--replot", action="store_true", help="only rewrite results.md and the plots from sweep.json")
     bench = p.add_argument_group("benchmark flags (as `mtpserve bench`)")
     add_bench_args(bench, skip=SWEEP_SKIP)
@@ -134,7 +145,7 @@ def free_port() -> int:
 
 
 def start_server(server_cmd: list[str], model: str | None, k: int, policy: str, port: int, extra: list[str],
-                 log_path: Path, append: bool = False):
+                 log_path: Path, append: bool = False, cpus: set[int] | None = None):
     cmd = list(server_cmd) + (["--model", model] if model else []) + [
         "--port", str(port), "--num_speculative_tokens", str(k), "--speculative_policy", policy] + list(extra)
     log = open(log_path, "a" if append else "w", encoding="utf-8")
@@ -142,7 +153,8 @@ def start_server(server_cmd: list[str], model: str | None, k: int, policy: str, 
     log.flush()
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), env.get("PYTHONPATH")]))
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO))
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO), preexec_fn=pin)
     proc.log_file = log
     return proc, cmd
 
@@ -194,7 +206,7 @@ def file_name(method: str) -> str:
 # ---- results ------------------------------------------------------------------------------------------------
 
 
-def summary_row(method: str, k: int, policy: str, concurrency: int, result) -> dict:
+def summary_row(method: str, k: int, policy: str, concurrency: int, result, threads: dict | None = None) -> dict:
     m, s, engine = result.metrics, result.spec_decode or {}, result.engine or {}
     return {"method": method, "k": k, "policy": policy, "concurrency": concurrency, "num_prompts": len(result.records),
             "completed": m.completed, "failed": m.failed, "duration_s": m.duration_s,
@@ -213,7 +225,8 @@ def summary_row(method: str, k: int, policy: str, concurrency: int, result) -> d
             "engine_prompt_steps": engine.get("prompt_steps"), "engine_steps": engine.get("steps"),
             "step_ms": engine.get("step_ms"), "target_ms": engine.get("target_ms"),
             "sample_ms": engine.get("sample_ms"), "draft_host_ms": engine.get("draft_host_ms"),
-            "preemptions": engine.get("preemptions")}
+            "plan_ms": engine.get("plan_ms"),
+            "preemptions": engine.get("preemptions"), "threads": threads}
 
 
 def median_row(rows: list[dict]) -> dict:
@@ -221,8 +234,9 @@ def median_row(rows: list[dict]) -> dict:
     --isolated a repeat is a server instance of its own, and instances differ: the step times say where)."""
     ordered = sorted(rows, key=lambda r: r["mean_tpot_ms"] if r["mean_tpot_ms"] is not None else float("inf"))
     return {**ordered[len(ordered) // 2], "repeats_mean_tpot_ms": [r["mean_tpot_ms"] for r in rows],
-            "repeats_step_ms": [[r["step_ms"], r["target_ms"], draft_ms_per_step(r), r["draft_host_ms"]]
-                                for r in rows]}
+            "repeats_step_ms": [[r["step_ms"], r["target_ms"], draft_ms_per_step(r), r["draft_host_ms"],
+                                 r.get("plan_ms")] for r in rows],
+            "repeats_threads": [r.get("threads") for r in rows]}
 
 
 def draft_ms_per_step(row: dict) -> float | None:
@@ -282,17 +296,28 @@ def verdict_table(rows: list[dict]) -> str:
 
 def repeats_table(rows: list[dict]) -> str:
     """Every repeat of each method and concurrency (repeat i ran in round i): its mean TPOT and the engine's ms per
-    step, whole, in the target forward, in the drafting, and in the drafting's host work before its launch. With
-    --isolated each repeat is a server instance of its own, and these say where a slow one lost its time."""
-    out = ["| method | Concurrency | repeat | Mean TPOT(ms) | step | target | draft | draft host |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    step, whole, in the target forward, in the drafting, in the drafting's host work before its launch and in the
+    policy's plan (a part of that host work, or beside the target forward where the engine plans ahead), then the
+    server's and the client's busiest threads (share of a core @ the CPU it last ran on). With --isolated each
+    repeat is a server instance of its own, and these say where a slow one lost its time."""
+    out = ["| method | Concurrency | repeat | Mean TPOT(ms) | step | target | draft | draft host | plan "
+           "| server threads | client threads |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in sorted(rows, key=lambda r: (method_order(r), r["concurrency"])):
-        steps = r.get("repeats_step_ms") or []
+        steps, threads = r.get("repeats_step_ms") or [], r.get("repeats_threads") or []
         for i, tpot in enumerate(r.get("repeats_mean_tpot_ms") or []):
             times = steps[i] if i < len(steps) else []
+            placed = (threads[i] if i < len(threads) else None) or {}
             out.append("| " + " | ".join([r["method"], str(r["concurrency"]), str(i), _fmt(tpot, ".3f")] +
-                                         [_fmt(t, ".3f") for t in (list(times) + [None] * 4)[:4]]) + " |")
+                                         [_fmt(t, ".3f") for t in (list(times) + [None] * 5)[:5]] +
+                                         [threads_cell(placed.get("server")), threads_cell(placed.get("client"))])
+                       + " |")
     return "\n".join(out) + "\n"
+
+
+def threads_cell(threads: list | None) -> str:
+    """Threads busier than a tenth of a core: name share@CPU."""
+    busy = [f"{name} {share:.2f}@{cpu}" for name, share, cpu in threads or [] if share and share >= 0.1]
+    return ", ".join(busy) or "-"
 
 
 def _fmt(value, spec: str, none: str = "-") -> str:
@@ -359,7 +384,8 @@ def plot(rows: list[dict], out_dir: Path) -> list[Path]:
 
 def hardware() -> dict:
     info = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(), "python": platform.python_version()}
+            "cpu_count": os.cpu_count(), "python": platform.python_version(),
+            "physical_cores": placement.physical_cores(set(range(os.cpu_count() or 1)))}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
@@ -417,12 +443,20 @@ def main(argv: list[str] | None = None) -> int:
 
         embedded = ns.model is None or Path(ns.model).resolve() == DEFAULT_MODEL.resolve()
         ns.sharegpt_split = "held-out" if embedded else "all"
+    server_cpus = None
+    if ns.client_cores is not None:
+        client_cpus, server_cpus = placement.split_cores(ns.client_cores)
+        os.sched_setaffinity(0, client_cpus)
+        print(f"client on CPUs {placement.compact(client_cpus)}, servers on {placement.compact(server_cpus)}",
+              flush=True)
     tokenizer = load_tokenizer(ns.tokenizer, ns.model)
     (out_dir / "raw").mkdir(exist_ok=True)
     server_cmd = shlex.split(ns.server_cmd)
     sweep = {"command": command,
              "model": ns.model, "ks": ns.ks, "adaptive_k_max": ns.adaptive_k_max, "repeats": ns.repeats,
              "concurrencies": ns.concurrencies, "server_extra_flags": server_extra,
+             "cpus": None if server_cpus is None else {"client": placement.compact(client_cpus),
+                                                       "server": placement.compact(server_cpus)},
              "bench_config": None, "hardware": hardware(), "rows": [], "errors": []}
     errors = []
     methods = [(k, "fixed") for k in ns.ks] + [(k, "adaptive") for k in ns.adaptive_k_max]
@@ -434,17 +468,22 @@ def main(argv: list[str] | None = None) -> int:
         log_path = out_dir / f"server_{file_name(method)}.log"
         port = free_port()
         print(f"== {method}: starting the server on 127.0.0.1:{port} (log: {log_path})", flush=True)
-        proc, cmd = start_server(server_cmd, ns.model, k, policy, port, server_extra, log_path, append)
+        proc, cmd = start_server(server_cmd, ns.model, k, policy, port, server_extra, log_path, append, server_cpus)
         servers[k, policy] = (proc, cmd, f"http://127.0.0.1:{port}", log_path)
 
     def measure(k: int, policy: str, i: int, repeat: int, warmups: int) -> None:
-        _, cmd, base_url, _ = servers[k, policy]
+        proc, cmd, base_url, _ = servers[k, policy]
         c, method = ns.concurrencies[i], method_name(k, policy)
         cfg = config_from_args(ns, base_url=base_url, max_concurrency=c, num_prompts=num_prompts(ns, c),
                                seed=ns.seed + i, save_result=None, num_warmups=warmups)
+        before, started = placement.thread_times(proc.pid), time.monotonic()
+        client_before = placement.thread_times(os.getpid())
         result = run(cfg, tokenizer)
+        seconds = time.monotonic() - started
+        threads = {"server": placement.busy_threads(before, placement.thread_times(proc.pid), seconds),
+                   "client": placement.busy_threads(client_before, placement.thread_times(os.getpid()), seconds)}
         result.save(out_dir / "raw" / f"{file_name(method)}_c{c}_r{repeat}.json")
-        row = summary_row(method, k, policy, c, result)
+        row = summary_row(method, k, policy, c, result, threads)
         row["server_command"] = shlex.join(cmd)
         cells.setdefault((method, c), []).append(row)
         if sweep["bench_config"] is None:

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#if defined(__linux__)
+#include <pthread.h>
+#endif
 #include <stdexcept>
 #include <unordered_set>
 
@@ -24,6 +27,13 @@ const char* reason_name(FinishReason reason) {
     case FinishReason::kAbort: return "abort";
     default: return "";
   }
+}
+
+// A name in top -H and /proc/<pid>/task: benchmarks match a slow server instance with where this thread ran.
+void name_engine_thread() {
+#if defined(__linux__)
+  pthread_setname_np(pthread_self(), "mtpserve-engine");
+#endif
 }
 
 void count_verification(SpecCounters& spec, int64_t num_drafts, int64_t accepted) {
@@ -87,7 +97,10 @@ Engine::Engine(EngineConfig config, const DeepSeekV3& target, std::vector<at::Te
     stats_.spec.steps_by_k.assign(config_.num_speculative_tokens + 1, 0);
   }
   if (config_.enable_graph) runner_.capture_graphs(graph_plan());
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    name_engine_thread();
+    loop();
+  });
 }
 
 Engine::~Engine() { shutdown(); }

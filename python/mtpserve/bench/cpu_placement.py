@@ -1,0 +1,79 @@
+"""Where a benchmark's processes run on the host's CPUs.
+
+Server instances of one configuration can differ in their host work by 2x for their whole life (docs/benchmarks.md,
+2026-11-29, twenty-seventh session). A busy thread that shares a physical core with another busy thread (an SMT
+sibling) runs slower, and a benchmark client on the same host is such a thread. `split_cores` keeps the client on
+cores of its own; `busy_threads` records where each process's busiest threads ran, so a slow instance can be
+matched with its placement. Linux only (sysfs and procfs).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_CPU_DIR = Path("/sys/devices/system/cpu")
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def physical_cores(cpus: set[int]) -> list[list[int]]:
+    """`cpus` grouped into physical cores (each core's hardware threads, ascending), ordered by their first CPU."""
+    cores: dict[tuple[str, str], list[int]] = {}
+    for cpu in sorted(cpus):
+        topology = _CPU_DIR / f"cpu{cpu}" / "topology"
+        try:
+            key = ((topology / "physical_package_id").read_text().strip(), (topology / "core_id").read_text().strip())
+        except OSError:  # no topology exposed: count the CPU as a core of its own
+            key = ("cpu", str(cpu))
+        cores.setdefault(key, []).append(cpu)
+    return sorted(cores.values())
+
+
+def split_cores(client_cores: int, cpus: set[int] | None = None) -> tuple[set[int], set[int]]:
+    """(client CPUs, server CPUs): the last `client_cores` physical cores of `cpus` (default: the CPUs this process
+    may run on) with all their hardware threads for the client, the other cores for the server."""
+    cpus = set(os.sched_getaffinity(0) if cpus is None else cpus)
+    cores = physical_cores(cpus)
+    if not 0 < client_cores < len(cores):
+        raise ValueError(f"--client-cores must leave the server at least one of the {len(cores)} physical cores "
+                         f"this process may run on (CPUs {compact(cpus)}), got {client_cores}")
+    client = {cpu for core in cores[-client_cores:] for cpu in core}
+    return client, cpus - client
+
+
+def compact(cpus) -> str:
+    """A CPU list as taskset writes it: 0-3,8,10-11."""
+    ranges, start, prev = [], None, None
+    for cpu in sorted(cpus):
+        if start is not None and cpu == prev + 1:
+            prev = cpu
+            continue
+        if start is not None:
+            ranges.append(f"{start}" if start == prev else f"{start}-{prev}")
+        start = prev = cpu
+    if start is not None:
+        ranges.append(f"{start}" if start == prev else f"{start}-{prev}")
+    return ",".join(ranges)
+
+
+def thread_times(pid: int) -> dict[int, tuple[str, float, int]]:
+    """Each thread of process `pid`: tid -> (name, CPU seconds so far, the CPU it last ran on). The process's main
+    thread is named "main"; threads that exit while this reads are left out."""
+    threads = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()  # fields[0] is the state, the 3rd field of stat(5)
+        tid = int(task.name)
+        threads[tid] = ("main" if tid == pid else name, (int(fields[11]) + int(fields[12])) / _TICKS, int(fields[36]))
+    return threads
+
+
+def busy_threads(before: dict, after: dict, seconds: float, top: int = 4) -> list[list]:
+    """The `top` threads that used the most CPU between two `thread_times` snapshots `seconds` apart:
+    [name, share of one core, the CPU it last ran on], busiest first."""
+    used = [(cpu_s - before.get(tid, (name, 0.0, cpu))[1], name, cpu) for tid, (name, cpu_s, cpu) in after.items()]
+    used.sort(reverse=True)
+    return [[name, round(cpu_s / seconds, 3) if seconds > 0 else None, cpu] for cpu_s, name, cpu in used[:top]]
