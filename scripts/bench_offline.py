@@ -54,11 +54,12 @@ def counters(before, after) -> dict:
 
 
 def ms_per_step(before, after) -> dict:
-    """Milliseconds per step of the whole step, the target forward, the sampling, the drafting and the drafting's host
-    work before its launch, between two `stats()` snapshots."""
+    """Milliseconds per step of the whole step, the target forward, the sampling, the drafting, the drafting's host
+    work before its launch and the policy's plan, between two `stats()` snapshots."""
     steps = after.steps - before.steps
     return {name: (getattr(after, name) - getattr(before, name)) / steps * 1e3
-            for name in ("step_seconds", "target_seconds", "sample_seconds", "draft_seconds", "draft_host_seconds")}
+            for name in ("step_seconds", "target_seconds", "sample_seconds", "draft_seconds", "draft_host_seconds",
+                         "plan_seconds")}
 
 
 def mean_tpot_ms(outputs) -> float:

@@ -21,9 +21,15 @@ def adaptive(model_dir, **overrides):
     return LLM(str(model_dir), **{**BASE, **overrides}, num_speculative_tokens=3, speculative_policy="adaptive")
 
 
-@pytest.mark.parametrize("variant", ["chunked+prefix", "preempting-cache"])
-def test_greedy_equals_k0_while_a_forced_schedule_changes_k_every_step(tiny_model_dir, baseline, variant):
-    llm = adaptive(tiny_model_dir, **VARIANTS[variant])
+# Planned ahead (EngineConfig.plan_ahead, the accelerators' default, with their fill every step): the plan is made
+# while the target forward runs, as if every sequence gained a token, and fitted to the sequences that draft after it.
+AHEAD = dict(plan_ahead=True, deferred_fill_positions=0)
+
+
+@pytest.mark.parametrize("variant, ahead", [("chunked+prefix", False), ("preempting-cache", False),
+                                            ("chunked+prefix", True), ("preempting-cache", True)])
+def test_greedy_equals_k0_while_a_forced_schedule_changes_k_every_step(tiny_model_dir, baseline, variant, ahead):
+    llm = adaptive(tiny_model_dir, **VARIANTS[variant], **(AHEAD if ahead else {}))
     try:
         llm.core.engine.force_k_schedule(SCHEDULE)
         stats = assert_greedy_equals_baseline(llm, baseline[1], variant)
@@ -74,7 +80,8 @@ def test_stops_and_logprobs_under_changing_k(tiny_model_dir, baseline):
         llm.shutdown()
 
 
-def test_the_policy_drafts_for_always_accepted_drafts_and_stops_for_always_rejected(tiny_model_dir, baseline):
+@pytest.mark.parametrize("ahead", [False, True])
+def test_the_policy_drafts_for_always_accepted_drafts_and_stops_for_always_rejected(tiny_model_dir, baseline, ahead):
     """Its own choices, past the warm-up: known-correct drafts (all accepted) make drafting pay, so most
     steps draft; known-wrong drafts never pay, so most steps do not. The output is exact either way. The
     warm-up request drafts the same kind of drafts: its evidence is what the policy starts the measured
@@ -85,7 +92,7 @@ def test_the_policy_drafts_for_always_accepted_drafts_and_stops_for_always_rejec
     params = SamplingParams(temperature=0, max_tokens=220, ignore_eos=True)
     expected = tokens(plain.generate([prompt], params))[0]
     for future, drafting in ((expected, True), ([(t + 1) % 512 for t in expected], False)):
-        llm = adaptive(tiny_model_dir)
+        llm = adaptive(tiny_model_dir, **(AHEAD if ahead else {}))
         try:
             warmup, _ = run_with_drafts(llm, prompt, SamplingParams(temperature=0, max_tokens=40, ignore_eos=True),
                                         future)
@@ -110,3 +117,16 @@ def test_the_policy_flag_defaults_to_adaptive_and_refuses_unknown_policies():
         build_parser().parse_args(["serve", "--speculative_policy", "greedy"])
     with pytest.raises(ValueError, match="speculative_policy must be one of adaptive, fixed"):
         EngineArgs(speculative_policy="greedy")
+
+
+def test_planning_ahead_is_off_on_the_cpu_by_default_and_the_flag_takes_booleans_only():
+    from mtpserve.cli import build_parser, engine_args
+    from mtpserve.engine_args import EngineArgs
+
+    assert EngineArgs(devices="cpu").plan_ahead is False
+    assert engine_args(build_parser().parse_args(["serve", "--devices", "cpu"])).plan_ahead is False
+    assert engine_args(build_parser().parse_args(["serve", "--devices", "cpu", "--plan_ahead", "true"])).plan_ahead
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--plan_ahead", "sometimes"])
+    with pytest.raises(ValueError, match="plan_ahead must be true or false, got 'yes'"):
+        EngineArgs(devices="cpu", plan_ahead="yes")

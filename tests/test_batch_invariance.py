@@ -255,11 +255,12 @@ def test_preemption_and_large_steps_keep_greedy_tokens(dtype, tiny_model_dir):
         wide.shutdown()
 
 
-@pytest.mark.parametrize("k", [0, 2])
-def test_seeded_sampling_is_the_same_alone_and_under_load(k):
+@pytest.mark.parametrize("k, plan_ahead", [(0, False), (2, False), (2, True)])
+def test_seeded_sampling_is_the_same_alone_and_under_load(k, plan_ahead):
     """The embedded model in its default bf16: one seeded request (temperature 0.8) alone, then amid
-    other traffic (greedy and sampled, other lengths), at another position each time."""
-    llm = LLM(num_speculative_tokens=k, **ENGINE)
+    other traffic (greedy and sampled, other lengths), at another position each time. Planned ahead (as on a GPU),
+    the seeded request still drafts its whole budget every step, up to its last."""
+    llm = LLM(num_speculative_tokens=k, plan_ahead=plan_ahead, **ENGINE)
     try:
         assert llm.core.model.dtype == torch.bfloat16  # the default dtype
         prompt = prompts(1, 40, low=20, high=21)[0]

@@ -234,6 +234,7 @@ def test_engine_busy_splits_the_mean_step_where_the_server_counts_steps():
                                    'mtpserve:engine_target_seconds_total{model_name="m"} 6.0\n'
                                    'mtpserve:engine_sample_seconds_total{model_name="m"} 3.0\n'
                                    'mtpserve:engine_draft_host_seconds_total{model_name="m"} 1.0\n'
+                                   'mtpserve:engine_plan_seconds_total{model_name="m"} 0.5\n'
                                    'mtpserve:num_preemptions_total{model_name="m"} 2\n')
     after = parse_prometheus_text('mtpserve:engine_step_seconds_total{model_name="m"} 11.5\n'
                                   'mtpserve:engine_prompt_step_seconds_total{model_name="m"} 2.5\n'
@@ -241,11 +242,13 @@ def test_engine_busy_splits_the_mean_step_where_the_server_counts_steps():
                                   'mtpserve:engine_target_seconds_total{model_name="m"} 7.0\n'
                                   'mtpserve:engine_sample_seconds_total{model_name="m"} 3.25\n'
                                   'mtpserve:engine_draft_host_seconds_total{model_name="m"} 1.05\n'
+                                  'mtpserve:engine_plan_seconds_total{model_name="m"} 0.51\n'
                                   'mtpserve:num_preemptions_total{model_name="m"} 5\n')
     assert engine_busy(before, after, 2.0) == {"busy": pytest.approx(0.75), "prompt_steps": pytest.approx(0.25),
                                                "steps": 500, "step_ms": pytest.approx(3.0),
                                                "target_ms": pytest.approx(2.0), "sample_ms": pytest.approx(0.5),
-                                               "draft_host_ms": pytest.approx(0.1), "preemptions": 3}
+                                               "draft_host_ms": pytest.approx(0.1), "plan_ms": pytest.approx(0.02),
+                                               "preemptions": 3}
 
 
 def test_engine_busy_adds_the_servers_event_loop_where_it_counts_its_cpu_time():

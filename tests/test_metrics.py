@@ -123,6 +123,9 @@ def test_engine_step_time_is_exported_with_the_steps_that_computed_prompts(serve
     # At k = 1 every step drafts after its tokens are known; its host part before the launch lies within the step too.
     assert 0 < delta("mtpserve:engine_draft_host_seconds_total") < step_s
     assert value(after, "mtpserve:engine_draft_host_seconds_total") == engine.stats().draft_host_seconds
+    # The policy's plan is a part of that host work.
+    assert 0 < delta("mtpserve:engine_plan_seconds_total") < delta("mtpserve:engine_draft_host_seconds_total")
+    assert value(after, "mtpserve:engine_plan_seconds_total") == engine.stats().plan_seconds
     assert value(after, "mtpserve:engine_target_seconds_total") == engine.stats().target_seconds
 
 

@@ -53,6 +53,7 @@ void bind_outputs(py::module_& m) {
       .def_readonly("sample_seconds", &EngineStats::sample_seconds)
       .def_readonly("draft_seconds", &EngineStats::draft_seconds)
       .def_readonly("draft_host_seconds", &EngineStats::draft_host_seconds)
+      .def_readonly("plan_seconds", &EngineStats::plan_seconds)
       .def_readonly("step_seconds", &EngineStats::step_seconds)
       .def_readonly("prompt_step_seconds", &EngineStats::prompt_step_seconds)
       .def_readonly("prompt_steps", &EngineStats::prompt_steps)
@@ -210,6 +211,7 @@ void bind_engine(py::module_& m) {
       .def_readwrite("enable_prefill_graph", &EngineConfig::enable_prefill_graph)
       .def_readwrite("speculative_policy", &EngineConfig::speculative_policy)
       .def_readwrite("deferred_fill_positions", &EngineConfig::deferred_fill_positions)
+      .def_readwrite("plan_ahead", &EngineConfig::plan_ahead)
       .def_readwrite("token_masker", &EngineConfig::token_masker)
       .def_readwrite("lockstep", &EngineConfig::lockstep);
   py::class_<Engine, EngineHolder>(m, "Engine")

@@ -396,6 +396,7 @@ bool Engine::step() {
     gather_prompt_logprobs(plan, input);
     if (fault_due()) throw std::runtime_error("injected fault (Engine::inject_fault_after, tests only)");
     const double launched_at = timer_->seconds();
+    const std::optional<PlannedDrafts> ahead = plan_ahead(plan, input);
     std::vector<SampledSequence> sampled = sample(input, plan, logits);
     const int64_t step_k = policy_ ? count_step_k(plan, input) : -1;
     const int64_t context = policy_ ? context_tokens(plan) : 0;
@@ -403,7 +404,7 @@ bool Engine::step() {
     std::vector<int64_t> first_pairs, finished;  // finished requests are dropped once the step is done
     std::vector<RequestOutput> outputs = apply_samples(plan, input, sampled, first_pairs, finished);
     const double sampled_at = timer_->seconds();
-    const double drafting = drafter_ ? draft_next(plan, input, first_pairs, sampled_at) : 0.0;
+    const double drafting = drafter_ ? draft_next(plan, input, first_pairs, sampled_at, ahead) : 0.0;
     {
       std::lock_guard lock(stats_mutex_);
       stats_.target_seconds += target_timer_->seconds();
@@ -500,7 +501,7 @@ std::vector<RequestOutput> Engine::apply_samples(const SchedulerOutput& plan, co
 }
 
 double Engine::draft_next(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
-                          double sampled_at) {
+                          double sampled_at, const std::optional<PlannedDrafts>& ahead) {
   const auto unfinished = [](const ScheduledSequence& s) { return !s.seq->is_finished(); };
   if (!config_.lockstep && std::none_of(plan.scheduled.begin(), plan.scheduled.end(), [&](const ScheduledSequence& s) {
         return unfinished(s) && !requests_.at(s.seq->id).retired;
@@ -513,7 +514,7 @@ double Engine::draft_next(const SchedulerOutput& plan, const StepInput& input, c
     return 0.0;
   }
   draft_timer_->start();
-  const DraftShape shape = draft(plan, input, first_pairs);
+  const DraftShape shape = draft(plan, input, first_pairs, ahead);
   draft_timer_->stop();
   const double seconds = timer_->seconds() - sampled_at;
   if (shape.fill_rows > 0 && decode_only(plan)) {
@@ -523,6 +524,7 @@ double Engine::draft_next(const SchedulerOutput& plan, const StepInput& input, c
   std::lock_guard lock(stats_mutex_);
   stats_.draft_seconds += device_seconds;
   stats_.draft_host_seconds += shape.launched_at - sampled_at;
+  stats_.plan_seconds += shape.plan_seconds;
   stats_.fill_skipped_steps += shape.num_seqs > 0 && shape.fill_rows == 0 ? 1 : 0;
   stats_.caught_up_positions += shape.caught_up;
   return seconds;
@@ -591,15 +593,58 @@ int64_t Engine::count_step_k(const SchedulerOutput& plan, const StepInput& input
   return step_k;
 }
 
-int64_t Engine::draft_budget(const Sequence& seq) const {
+int64_t Engine::draft_budget(const Sequence& seq, int64_t gained) const {
   // No drafts past max_tokens or past the context (the next step feeds positions up to n - 1 + k).
-  const int64_t k = std::min({config_.num_speculative_tokens, seq.params.max_tokens - seq.num_output_tokens() - 1,
-                              config_.max_model_len - seq.num_tokens()});
+  const int64_t outputs = seq.num_output_tokens() + gained;
+  const int64_t k = std::min({config_.num_speculative_tokens, seq.params.max_tokens - outputs - 1,
+                              config_.max_model_len - seq.num_tokens() - gained});
   return std::max<int64_t>(0, k);
 }
 
+std::optional<Engine::PlannedDrafts> Engine::plan_ahead(const SchedulerOutput& plan, const StepInput& input) {
+  if (!config_.plan_ahead || !drafter_ || !policy_) return std::nullopt;
+  const double started = timer_->seconds();
+  PlannedDrafts ahead;
+  std::vector<DraftCandidate> candidates;
+  NonDrafting retired;
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const Sequence& seq = *plan.scheduled[i].seq;
+    const int64_t gained = input.num_samples[i] > 0 ? 1 : 0;
+    if (seq.is_finished()) continue;
+    if (requests_.at(seq.id).retired) {
+      retired.seqs += 1;
+      retired.context += seq.num_tokens() + gained;
+      continue;
+    }
+    if (gained == 0 || draft_budget(seq, gained) == 0) continue;
+    candidates.push_back(draft_candidate(seq, stash_ ? stash_->count(seq.id) : 0, gained));
+    ahead.seq_ids.push_back(seq.id);
+  }
+  ahead.plan = policy_->plan(candidates, retired);
+  ahead.seconds = timer_->seconds() - started;
+  return ahead;
+}
+
+DraftPlan Engine::fit_plan(const PlannedDrafts& ahead, const std::vector<DraftCandidate>& candidates) {
+  DraftPlan fitted;
+  auto next = ahead.seq_ids.begin();
+  for (const DraftCandidate& c : candidates) {
+    const auto found = std::find(next, ahead.seq_ids.end(), c.seq_id);
+    const bool planned = found != ahead.seq_ids.end();
+    const auto j = static_cast<size_t>(found - ahead.seq_ids.begin());
+    if (planned) next = found + 1;
+    const int64_t drafts = planned ? std::min(ahead.plan.drafts[j], c.budget) : 0;
+    fitted.drafts.push_back(drafts);
+    fitted.retire.push_back(planned && ahead.plan.retire[j]);
+    fitted.drop.push_back(planned && ahead.plan.drop[j]);
+    fitted.defer.push_back(planned ? ahead.plan.defer[j] : true);
+    fitted.step_k = std::max(fitted.step_k, drafts);
+  }
+  return fitted;
+}
+
 Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& input,
-                                 const std::vector<int64_t>& first_pairs) {
+                                 const std::vector<int64_t>& first_pairs, const std::optional<PlannedDrafts>& ahead) {
   std::vector<DraftRequest> requests;
   std::vector<DraftCandidate> candidates;
   std::vector<size_t> candidate_request;
@@ -620,7 +665,10 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
       candidate_request.push_back(requests.size() - 1);
     }
   }
-  const DraftPlan chosen = policy_->plan(candidates, retired);
+  const double planning_at = timer_->seconds();
+  const DraftPlan chosen = ahead ? fit_plan(*ahead, candidates) : policy_->plan(candidates, retired);
+  DraftShape shape;
+  shape.plan_seconds = ahead ? ahead->seconds : timer_->seconds() - planning_at;
   std::vector<bool> unused(requests.size(), false), retiring(requests.size(), false), dropping(requests.size(), false);
   std::vector<bool> deferring(requests.size(), true);
   for (size_t c = 0; c < candidates.size(); ++c) {
@@ -639,7 +687,6 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
     r.num_drafts = std::max<int64_t>(k, 1);
     unused[candidate_request[c]] = k == 0;
   }
-  DraftShape shape;
   shape.num_seqs = static_cast<int64_t>(requests.size()) + retired.seqs;
   requests = defer_fills(std::move(requests), decoded, unused, retiring, dropping, deferring);
   DraftForwards forwards = drafter_->forwards(requests);
@@ -741,9 +788,9 @@ void Engine::retire_on_arrival(Request& request, NonDrafting live) {
   seq.drafts = false;
 }
 
-DraftCandidate Engine::draft_candidate(const Sequence& seq, int64_t stashed) const {
+DraftCandidate Engine::draft_candidate(const Sequence& seq, int64_t stashed, int64_t gained) const {
   const bool pinned = seq.params.seed.has_value() && !seq.params.greedy();
-  return {seq.id, draft_budget(seq), seq.num_tokens(), pinned, stashed,
+  return {seq.id, draft_budget(seq, gained), seq.num_tokens() + gained, pinned, stashed,
           SpeculationPolicy::sampling_class(seq.params.greedy(), seq.params.temperature)};
 }
 

@@ -48,6 +48,11 @@ struct EngineConfig {
   // this many positions (their target hidden states wait in a stash on the device: max_seqs_per_batch
   // x this many rows) and catches up when it drafts again or the stash is full; 0: always fill.
   int64_t deferred_fill_positions = 64;
+  // The policy plans the next drafts while the target forward runs, before the step's tokens are known (as if
+  // each sequence gained one), instead of after, while the device waits for the drafts' launch: on a device that
+  // runs the forward asynchronously (a GPU) the plan then costs the step nothing. The plan's acceptance
+  // estimates then lack the step's own verifications.
+  bool plan_ahead = false;
   // Decode steps of up to graph_max_batch sequences replay graphs captured at start-up, on devices
   // that have them (CUDA) and a model on one rank.
   bool enable_graph = true;
@@ -75,6 +80,9 @@ struct EngineStats {
   // Host seconds of MTP drafting before its forwards are launched (the policy's plan, deferrals, building the
   // forwards' inputs): the device idles through them, and draft_seconds counts them too.
   double draft_host_seconds = 0;
+  // Host seconds of the speculation policy's plans: a part of draft_host_seconds, or, where the engine plans
+  // ahead (EngineConfig::plan_ahead), spent while the target forward runs.
+  double plan_seconds = 0;
   // Wall seconds of whole steps (scheduling to outputs ready), and of the steps that computed prompt tokens:
   // against elapsed time they tell an engine that is the bottleneck from one that waits for its frontend.
   double step_seconds = 0, prompt_step_seconds = 0;
@@ -153,6 +161,7 @@ class Engine {
   struct DraftShape {
     int64_t num_seqs = 0, fill_rows = 0, caught_up = 0, recursions = 0, recursion_rows = 0;
     double launched_at = 0;  // timer_ seconds when the forwards were ready to launch
+    double plan_seconds = 0;  // host seconds of the policy's plan
   };
 
   void loop();
@@ -173,10 +182,23 @@ class Engine {
   std::vector<RequestOutput> apply_samples(const SchedulerOutput& plan, const StepInput& input,
                                            std::vector<SampledSequence>& sampled, std::vector<int64_t>& first_pairs,
                                            std::vector<int64_t>& finished);
-  // Drafts the next step's tokens and, for a decode-only step, feeds the drafting time to the cost model;
-  // returns that time (0 where every sequence finished or retired: nothing drafts).
+  // The policy's plan made while the target forward runs (EngineConfig::plan_ahead).
+  struct PlannedDrafts {
+    std::vector<int64_t> seq_ids;  // its candidates, in the step's order
+    DraftPlan plan;
+    double seconds = 0;  // host seconds of the plan
+  };
+  // Drafts the next step's tokens (by `ahead`'s decisions where the engine planned ahead) and, for a decode-only
+  // step, feeds the drafting time to the cost model; returns that time (0 where every sequence finished or retired:
+  // nothing drafts).
   double draft_next(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
-                    double sampled_at);
+                    double sampled_at, const std::optional<PlannedDrafts>& ahead);
+  // Where EngineConfig::plan_ahead: the plan for the step's sequences that sample, as if each gained one token (so
+  // it covers every sequence that drafts after the step, with budgets no smaller than theirs).
+  std::optional<PlannedDrafts> plan_ahead(const SchedulerOutput& plan, const StepInput& input);
+  // `ahead`'s decisions for `candidates` (sequences it planned for, in its order), drafts within their budgets; a
+  // candidate it did not plan for takes none.
+  static DraftPlan fit_plan(const PlannedDrafts& ahead, const std::vector<DraftCandidate>& candidates);
   // Prompt logprobs of the prompt positions this step's prefill chunks computed (first time only).
   void gather_prompt_logprobs(const SchedulerOutput& plan, const StepInput& input);
   // Drafts of requests with a grammar, revised by the token masker (TokenMasker::revise_drafts).
@@ -184,7 +206,8 @@ class Engine {
   void record_verification(Request& request, int64_t drafts, int64_t accepted);
   // Counts the step's k (the most drafts a sampled sequence verifies; -1 where none samples) and returns it.
   int64_t count_step_k(const SchedulerOutput& plan, const StepInput& input);
-  DraftShape draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs);
+  DraftShape draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
+                   const std::optional<PlannedDrafts>& ahead);
   // The requests whose fill runs this step, each with its stashed positions to catch up; the others'
   // fills are deferred into the stash: those that take no drafts after a decode or verify step (a
   // prefill chunk's fill runs at once, so that its blocks can be shared through the prefix cache) and
@@ -209,9 +232,10 @@ class Engine {
   void retire_on_arrival(Request& request, NonDrafting live);
   // The first position of `seq` whose MTP cache row is not written (its fill is deferred, or was dropped).
   int64_t mtp_filled_until(const Sequence& seq) const;
-  int64_t draft_budget(const Sequence& seq) const;
+  // `gained`: tokens the sequence is taken to have gained since (plan_ahead).
+  int64_t draft_budget(const Sequence& seq, int64_t gained = 0) const;
   // The policy's view of a sequence with a draft budget, `stashed` positions waiting for their fill.
-  DraftCandidate draft_candidate(const Sequence& seq, int64_t stashed) const;
+  DraftCandidate draft_candidate(const Sequence& seq, int64_t stashed, int64_t gained = 0) const;
   GraphPlan graph_plan() const;
   std::optional<StepShape> decode_shape(const SchedulerOutput& plan) const;
   bool fault_due();

@@ -39,6 +39,10 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                              "for up to this many positions and catches up when it drafts again (0: fill every "
                              "step); default 64 on the CPU and 0 on GPUs and NPUs (on a GPU it slowed greedy decoding; it "
                              "has not run on an NPU)")
+    parser.add_argument("--plan_ahead", type=parse_bool, default=defaults["plan_ahead"].default,
+                        help="adaptive policy: plan each step's drafts while its target forward runs, not after it "
+                             "(the plan then lacks that step's verifications); default true on GPUs and NPUs, "
+                             "whose forwards run asynchronously, and false on the CPU, where nothing is hidden")
     parser.add_argument("--batch_invariant", type=parse_bool, nargs="?", const=True,
                         default=defaults["batch_invariant"].default,
                         help="batch-invariant kernels: each token's result is bit-identical whatever else runs in "

@@ -149,6 +149,7 @@ class EngineCore:
         config.enable_prefill_graph = self.args.enable_prefill_graph
         config.speculative_policy = getattr(_C.SpeculationPolicyKind, self.args.speculative_policy)
         config.deferred_fill_positions = self.args.deferred_fill_positions
+        config.plan_ahead = self.args.plan_ahead
         config.token_masker = _C.TokenMasker(self.grammars.fill, self.grammars.revise_drafts)
         config.lockstep = self.lockstep
         scheduler = _C.SchedulerConfig()

@@ -36,6 +36,10 @@ class EngineArgs:
     # up when it drafts again; 0: the fill runs every step. Unset: 64 on the CPU, 0 on accelerators (the
     # deferral has not run on a GPU or an NPU yet).
     deferred_fill_positions: int | None = None
+    # The adaptive policy plans each step's drafts while the target forward runs instead of after it, while the
+    # device waits (the plan then lacks that step's own verifications). Unset: on accelerators, whose forwards
+    # run asynchronously; not on the CPU, where the forward is the host's own work and nothing is hidden.
+    plan_ahead: bool | None = None
     seed: int = 0
     # Batch-invariant kernels: each token's result is bit-identical whatever else is in the step
     # (greedy MTP == no MTP, a seeded request == itself under any load, in every dtype); CPU and CUDA.
@@ -76,6 +80,10 @@ class EngineArgs:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         self.device = resolve_device(self.devices)
+        if self.plan_ahead is None:
+            self.plan_ahead = self.device != "cpu"
+        if not isinstance(self.plan_ahead, bool):
+            raise ValueError(f"plan_ahead must be true or false, got {self.plan_ahead!r}")
         if self.deferred_fill_positions is None:
             self.deferred_fill_positions = 64 if self.device == "cpu" else 0
         if not isinstance(self.deferred_fill_positions, int) or self.deferred_fill_positions < 0:

@@ -58,7 +58,7 @@ def plain_spec(spec) -> SimpleNamespace:
 
 STAT_FIELDS = ("running", "waiting", "kv_usage", "prefix_queries", "prefix_hits", "prompt_tokens", "generation_tokens",
                "steps", "preemptions", "target_seconds", "sample_seconds", "draft_seconds", "draft_host_seconds",
-               "fill_skipped_steps",
+               "plan_seconds", "fill_skipped_steps",
                "caught_up_positions", "dropped_positions", "step_seconds", "prompt_step_seconds", "prompt_steps")
 
 

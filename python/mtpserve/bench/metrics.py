@@ -283,17 +283,19 @@ def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None,
     ("prompt_steps"), from mtpserve's engine_step_seconds counters: near 1, the engine bounds the numbers; well
     below, the requests waited elsewhere (the frontend, the client). Where the server counts them, also the steps
     run ("steps") and their mean milliseconds: whole ("step_ms"), in the target forward ("target_ms"), from its
-    launch to the tokens ("sample_ms"), and in MTP drafting's host work before its launch ("draft_host_ms"); what a
-    slower engine spends its extra time on. Where it counts them, also how busy its HTTP event loop was on a CPU
-    ("frontend_busy"; near 1, the frontend bounds the run) and how many requests the engine preempted to recompute
-    later ("preemptions": work done twice). None where the server has no step counters."""
+    launch to the tokens ("sample_ms"), in MTP drafting's host work before its launch ("draft_host_ms") and in the
+    speculation policy's plan ("plan_ms": a part of that, or beside the target forward); what a slower engine spends
+    its extra time on. Where it counts them, also how busy its HTTP event loop was on a CPU ("frontend_busy"; near 1,
+    the frontend bounds the run) and how many requests the engine preempted to recompute later ("preemptions": work
+    done twice). None where the server has no step counters."""
     if before is None or after is None or duration_s <= 0:
         return None
     deltas = {}
     for key, name in (("busy", "engine_step_seconds"), ("prompt_steps", "engine_prompt_step_seconds"),
                       ("steps", "engine_steps"), ("target", "engine_target_seconds"),
                       ("sample", "engine_sample_seconds"), ("draft_host", "engine_draft_host_seconds"),
-                      ("frontend", "frontend_loop_cpu_seconds"), ("preemptions", "num_preemptions")):
+                      ("plan", "engine_plan_seconds"), ("frontend", "frontend_loop_cpu_seconds"),
+                      ("preemptions", "num_preemptions")):
         a, b = before.get(f"mtpserve:{name}_total"), after.get(f"mtpserve:{name}_total")
         deltas[key] = None if a is None or b is None else b - a
     if deltas["busy"] is None or deltas["prompt_steps"] is None:
@@ -307,7 +309,7 @@ def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None,
     if steps:
         shares["steps"] = int(steps)
         for key, name in (("busy", "step_ms"), ("target", "target_ms"), ("sample", "sample_ms"),
-                          ("draft_host", "draft_host_ms")):
+                          ("draft_host", "draft_host_ms"), ("plan", "plan_ms")):
             shares[name] = None if deltas[key] is None else 1e3 * deltas[key] / steps
     return shares
 

@@ -63,6 +63,9 @@ class EngineStatsCollector(Collector):
         yield self._counter("mtpserve:engine_draft_host_seconds", "Host seconds of MTP drafting before its forwards "
                             "were launched (planning, building their inputs), while the device idled.",
                             s.draft_host_seconds)
+        yield self._counter("mtpserve:engine_plan_seconds", "Host seconds of the speculation policy's plans "
+                            "(choosing each step's drafts): a part of engine_draft_host_seconds, or spent while the "
+                            "target forward ran where the engine plans ahead.", s.plan_seconds)
         yield self._counter("mtpserve:engine_prompt_steps", "Engine steps that computed prompt tokens.",
                             s.prompt_steps)
         yield self._counter("mtpserve:engine_prompt_step_seconds", "Wall seconds of the steps that computed "
