@@ -31,6 +31,7 @@ AHEAD = dict(plan_ahead=True, deferred_fill_positions=0)
 def test_greedy_equals_k0_while_a_forced_schedule_changes_k_every_step(tiny_model_dir, baseline, variant, ahead):
     llm = adaptive(tiny_model_dir, **VARIANTS[variant], **(AHEAD if ahead else {}))
     try:
+        assert llm.core._config().plan_ahead is ahead  # what the C++ engine was given
         llm.core.engine.force_k_schedule(SCHEDULE)
         stats = assert_greedy_equals_baseline(llm, baseline[1], variant)
         assert all(steps > 0 for steps in stats.spec.steps_by_k), list(stats.spec.steps_by_k)
