@@ -9,6 +9,7 @@
 #include <pthread.h>
 #endif
 #include <stdexcept>
+#include <tuple>
 #include <unordered_set>
 
 #include "dist/step_broadcast.h"
@@ -601,27 +602,40 @@ int64_t Engine::draft_budget(const Sequence& seq, int64_t gained) const {
   return std::max<int64_t>(0, k);
 }
 
+std::optional<DraftCandidate> Engine::step_candidate(const Sequence& seq, bool samples, int64_t gained) const {
+  if (!samples) return std::nullopt;
+  DraftCandidate c = draft_candidate(seq, stash_ ? stash_->count(seq.id) : 0, gained);
+  if (c.budget == 0) return std::nullopt;
+  return c;
+}
+
+std::pair<DraftPlan, double> Engine::timed_plan(const std::vector<DraftCandidate>& candidates, NonDrafting retired) {
+  const double started = timer_->seconds();
+  DraftPlan plan = policy_->plan(candidates, retired);
+  return {std::move(plan), timer_->seconds() - started};
+}
+
 std::optional<Engine::PlannedDrafts> Engine::plan_ahead(const SchedulerOutput& plan, const StepInput& input) {
   if (!config_.plan_ahead || !drafter_ || !policy_) return std::nullopt;
-  const double started = timer_->seconds();
   PlannedDrafts ahead;
   std::vector<DraftCandidate> candidates;
   NonDrafting retired;
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const Sequence& seq = *plan.scheduled[i].seq;
-    const int64_t gained = input.num_samples[i] > 0 ? 1 : 0;
+    const bool samples = input.num_samples[i] > 0;
+    const int64_t gained = samples ? 1 : 0;
     if (seq.is_finished()) continue;
     if (requests_.at(seq.id).retired) {
       retired.seqs += 1;
       retired.context += seq.num_tokens() + gained;
       continue;
     }
-    if (gained == 0 || draft_budget(seq, gained) == 0) continue;
-    candidates.push_back(draft_candidate(seq, stash_ ? stash_->count(seq.id) : 0, gained));
-    ahead.seq_ids.push_back(seq.id);
+    if (auto c = step_candidate(seq, samples, gained)) {
+      candidates.push_back(*c);
+      ahead.seq_ids.push_back(seq.id);
+    }
   }
-  ahead.plan = policy_->plan(candidates, retired);
-  ahead.seconds = timer_->seconds() - started;
+  std::tie(ahead.plan, ahead.seconds) = timed_plan(candidates, retired);
   return ahead;
 }
 
@@ -660,15 +674,15 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
     }
     requests.push_back({&seq, first_pairs[i], seq.num_computed_tokens - first_pairs[i], input.query_start[i], 0});
     decoded.push_back(!plan.scheduled[i].is_prefill);
-    if (input.num_samples[i] > 0 && draft_budget(seq) > 0) {
-      candidates.push_back(draft_candidate(seq, stash_ ? stash_->count(seq.id) : 0));
+    if (auto c = step_candidate(seq, input.num_samples[i] > 0)) {
+      candidates.push_back(*c);
       candidate_request.push_back(requests.size() - 1);
     }
   }
-  const double planning_at = timer_->seconds();
-  const DraftPlan chosen = ahead ? fit_plan(*ahead, candidates) : policy_->plan(candidates, retired);
   DraftShape shape;
-  shape.plan_seconds = ahead ? ahead->seconds : timer_->seconds() - planning_at;
+  const auto [chosen, plan_seconds] =
+      ahead ? std::pair{fit_plan(*ahead, candidates), ahead->seconds} : timed_plan(candidates, retired);
+  shape.plan_seconds = plan_seconds;
   std::vector<bool> unused(requests.size(), false), retiring(requests.size(), false), dropping(requests.size(), false);
   std::vector<bool> deferring(requests.size(), true);
   for (size_t c = 0; c < candidates.size(); ++c) {

@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/block_manager.h"
@@ -199,6 +200,12 @@ class Engine {
   // `ahead`'s decisions for `candidates` (sequences it planned for, in its order), drafts within their budgets; a
   // candidate it did not plan for takes none.
   static DraftPlan fit_plan(const PlannedDrafts& ahead, const std::vector<DraftCandidate>& candidates);
+  // The policy's plan for `candidates` beside `retired`, and the host seconds it took.
+  std::pair<DraftPlan, double> timed_plan(const std::vector<DraftCandidate>& candidates, NonDrafting retired);
+  // A scheduled sequence as a candidate for drafts after it gains `gained` tokens: none where it samples nothing
+  // this step or has no draft budget left. plan_ahead and draft share this rule, so that a plan made ahead covers
+  // every sequence that drafts after the step.
+  std::optional<DraftCandidate> step_candidate(const Sequence& seq, bool samples, int64_t gained = 0) const;
   // Prompt logprobs of the prompt positions this step's prefill chunks computed (first time only).
   void gather_prompt_logprobs(const SchedulerOutput& plan, const StepInput& input);
   // Drafts of requests with a grammar, revised by the token masker (TokenMasker::revise_drafts).

@@ -9,6 +9,7 @@ matched with its placement. Linux only (sysfs and procfs).
 from __future__ import annotations
 
 import os
+from itertools import groupby
 from pathlib import Path
 
 _CPU_DIR = Path("/sys/devices/system/cpu")
@@ -42,16 +43,11 @@ def split_cores(client_cores: int, cpus: set[int] | None = None) -> tuple[set[in
 
 def compact(cpus) -> str:
     """A CPU list as taskset writes it: 0-3,8,10-11."""
-    ranges, start, prev = [], None, None
-    for cpu in sorted(cpus):
-        if start is not None and cpu == prev + 1:
-            prev = cpu
-            continue
-        if start is not None:
-            ranges.append(f"{start}" if start == prev else f"{start}-{prev}")
-        start = prev = cpu
-    if start is not None:
-        ranges.append(f"{start}" if start == prev else f"{start}-{prev}")
+    ranges = []
+    # Consecutive CPUs share their distance from their index in the sorted list.
+    for _, run in groupby(enumerate(sorted(cpus)), key=lambda pair: pair[1] - pair[0]):
+        run = [cpu for _, cpu in run]
+        ranges.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
     return ",".join(ranges)
 
 
