@@ -8,7 +8,8 @@ the servers stop and --out-dir gets:
 
   results.md                        | method | Concurrency | Mean TPOT(ms) | ... | Acceptance rate | TPOT speedup |
                                     Paired speedup | ...; then the adaptive policy against k = 0 and the best
-                                    fixed k at each concurrency (both by the median repeats and paired)
+                                    fixed k at each concurrency (by the median repeats, paired, and each
+                                    round's ratio: a miss that one server instance made shows as such)
   throughput_vs_concurrency.png     output tokens/s, one line per method
   tpot_vs_concurrency.png           mean TPOT
   tpot_speedup_vs_concurrency.png   baseline mean TPOT / method mean TPOT at the same concurrency
@@ -265,23 +266,36 @@ def add_speedups(rows: list[dict]) -> None:
         r["paired_tpot_speedup"] = paired_ratio(base.get(r["concurrency"]), r)
 
 
-def paired_ratio(numerator: dict | None, denominator: dict | None) -> float | None:
-    """The median over repeats of numerator's mean TPOT / denominator's in the same repeat. Repeat i of every method
-    runs in round i, so its ratio cancels what changed between rounds (the machine's clocks, a co-tenant); the
-    median row of each method may come from different rounds. None unless both have every repeat's TPOT."""
+def round_ratios(numerator: dict | None, denominator: dict | None) -> list[float] | None:
+    """numerator's mean TPOT / denominator's in each round. Repeat i of every method runs in round i, so each ratio
+    cancels what changed between rounds (the machine's clocks, a co-tenant); with --isolated it still holds two
+    server instances, which differ by several percent. None unless both have every repeat's TPOT."""
     a = (numerator or {}).get("repeats_mean_tpot_ms") or []
     b = (denominator or {}).get("repeats_mean_tpot_ms") or []
     if not a or len(a) != len(b) or None in a or None in b:
         return None
-    return statistics.median(x / y for x, y in zip(a, b))
+    return [x / y for x, y in zip(a, b)]
+
+
+def paired_ratio(numerator: dict | None, denominator: dict | None) -> float | None:
+    """The median of round_ratios; the median row of each method may come from different rounds, these do not."""
+    ratios = round_ratios(numerator, denominator)
+    return statistics.median(ratios) if ratios else None
+
+
+def _rounds(numerator: dict | None, denominator: dict | None) -> str:
+    ratios = round_ratios(numerator, denominator)
+    return " / ".join(f"{x:.3f}" for x in ratios) if ratios else "-"
 
 
 def verdict_table(rows: list[dict]) -> str:
     """Per concurrency, the adaptive policy against k = 0 and against the fixed k with the best TPOT speedup, by the
-    median repeats' TPOT and paired (paired_ratio): never slower than k = 0, and near the best fixed k. Reads the
-    speedups against k = 0 that add_speedups left in the rows."""
-    out = ["| Concurrency | method | vs baseline | paired | best fixed k | vs best fixed k | paired |",
-           "|---:|---|---:|---:|---|---:|---:|"]
+    median repeats' TPOT and paired (paired_ratio): never slower than k = 0, and near the best fixed k. Each round's
+    ratio is listed beside them, so a reader sees whether a miss held in every round or came from one server
+    instance. Reads the speedups against k = 0 that add_speedups left in the rows."""
+    out = ["| Concurrency | method | vs baseline | paired | each round | best fixed k | vs best fixed k | paired "
+           "| each round |", "|---:|---|---:|---:|---|---|---:|---:|---|"]
+    base = {r["concurrency"]: r for r in rows if r["k"] == 0}
     for r in sorted((r for r in rows if r.get("policy") == "adaptive"), key=lambda r: (r["k"], r["concurrency"])):
         c = r["concurrency"]
         fixed = [f for f in rows if f["k"] > 0 and f.get("policy", "fixed") == "fixed" and f["concurrency"] == c
@@ -290,7 +304,8 @@ def verdict_table(rows: list[dict]) -> str:
         versus_best = best["mean_tpot_ms"] / r["mean_tpot_ms"] if best and r.get("mean_tpot_ms") else None
         out.append("| " + " | ".join([
             str(c), r["method"], _fmt(r.get("tpot_speedup"), ".3f"), _fmt(r.get("paired_tpot_speedup"), ".3f"),
-            best["method"] if best else "-", _fmt(versus_best, ".3f"), _fmt(paired_ratio(best, r), ".3f")]) + " |")
+            _rounds(base.get(c), r), best["method"] if best else "-", _fmt(versus_best, ".3f"),
+            _fmt(paired_ratio(best, r), ".3f"), _rounds(best, r)]) + " |")
     return "\n".join(out) + "\n"
 
 
