@@ -1,6 +1,6 @@
 """The speculation policy alone, fed made-up step timings and verifications: it fits the costs, tracks
 acceptance per position and per sequence, and picks the k (and the per-sequence drafts) that the
-batch's expected mean time per token favours."""
+requests' expected mean time per token favours."""
 import pytest
 
 from mtpserve import _C
@@ -523,27 +523,55 @@ def test_a_sequence_whose_drafts_fail_drafts_less_than_the_rest():
     feed_costs(policy, 8, per_row=2e-5)
     for seq_id in range(1, 8):
         feed_acceptance(policy, seq_id, 3, times=30)
-    # Accepted about 1 time in 15: its draft cuts its own time per token by less than its verify row adds to
-    # every sequence's (at 1 in 10 it would pay: a poorly accepted sequence's tokens are its slowest).
+    # Accepted about 1 time in 15: its draft adds less to the step's expected tokens than its verify row adds to the
+    # step's time (at 1 in 5 it pays).
     feed_acceptance(policy, 0, 0, times=500)
     assert policy.sequence_acceptance(0)[0] < 0.07 and policy.sequence_acceptance(1)[0] > 0.75
     step_k, drafts, _, _, _ = policy.plan(batch)
     assert step_k > 0 and drafts[1:] == [step_k] * 7 and drafts[0] < step_k
 
 
-def test_the_step_k_minimises_the_mean_time_per_token_not_the_batchs_tokens_per_second():
+def half_accepted_batch(output_tokens=(1, 1)):
+    """Batch 8 on CPU-like costs: sequences 0-3 have every draft accepted, 4-7 their first draft only; their
+    requests have output_tokens[0] and output_tokens[1] output tokens (equal unless given)."""
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
-    batch = candidates(8)
-    past_warmup(policy, batch)
+    past_warmup(policy, candidates(8))
     feed_costs(policy, 8, per_row=1e-5, per_recursion=2e-4)
     for seq_id in range(4):
-        feed_acceptance(policy, seq_id, 3, times=50)  # drafts always accepted
+        feed_acceptance(policy, seq_id, 3, times=50)
     for seq_id in range(4, 8):
-        feed_acceptance(policy, seq_id, 1, times=50)  # draft 1 accepted, draft 2 rejected
-    # Step k = 3 costs about 1.4x k = 1. It emits 24 tokens against 16 (4 x 4 + 4 x 2 against 8 x 2): more
-    # tokens per second. But the second half's sequences gain nothing from it and take 1.4x as long per token,
-    # while the first half's take 0.7x: their mean time per token is longer than at k = 1.
-    assert policy.plan(batch)[:2] == (1, [1] * 8)
+        feed_acceptance(policy, seq_id, 1, times=50)
+    return policy, [c + (-1, output_tokens[c[0] >= 4]) for c in candidates(8)]
+
+
+def test_the_step_k_minimises_the_requests_mean_tpot_where_output_lengths_are_equal():
+    """The well-accepted requests leave sooner, so a step's sequences over-represent the others; counted once per
+    request (each sequence by its tokens per step), the mean TPOT is the step's seconds per token. k = 3 costs about
+    1.4x k = 1 and emits 4 x 4 + 4 x 2 = 24 tokens against 16; the second half still drafts one (its second draft
+    fails). The mean over the step's sequences of their seconds per token, the objective before, chose k = 1."""
+    policy, batch = half_accepted_batch()
+    assert policy.plan(batch)[:2] == (3, [3] * 4 + [1] * 4)
+
+
+def test_short_requests_weigh_more_in_the_mean_tpot():
+    """The same batch where the poorly accepted requests are short (50 output tokens against 1,000), as on a CPU at
+    64 ShareGPT requests: for every long request in the step's sequences some twenty short ones pass through, so
+    the short ones' time per token is the mean TPOT. The step drafts their one good draft and the long ones' drafts
+    no longer pay for the time they add."""
+    policy, batch = half_accepted_batch(output_tokens=(1000, 50))
+    assert policy.plan(batch)[:2] == (1, [0] * 4 + [1] * 4)
+
+
+def test_a_retired_request_does_not_hold_back_the_drafts_beside_it():
+    """An H200 at c = 2 (a step 0.58 ms, the fill 0.13, each recursion 0.1): beside a retired request, a sequence
+    whose drafts are all accepted drafts 3. The mean of the two sequences' seconds per token chose 1 there, since the
+    retired one emits a token a step whatever the step costs; but while it decodes, about three requests pass
+    through the other slot, and each is one request of the mean TPOT as the retired one is."""
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
+    past_warmup(policy, candidates(2))
+    feed_costs(policy, 2, per_row=1e-6, fixed=5.8e-4, draft_fixed=1.3e-4, per_recursion=1e-4)
+    feed_acceptance(policy, 1, 3, times=50)
+    assert policy.plan([(1, K_MAX, 100, False, 0)], retired_seqs=1, retired_context=100)[:2] == (3, [3])
 
 
 def test_acceptance_is_conditional_per_position_and_new_sequences_start_from_the_engine():

@@ -3,6 +3,8 @@
 #include <pybind11/stl.h>
 #include <torch/extension.h>
 
+#include <optional>
+
 #include "engine/engine.h"
 #include "engine/step_input.h"
 #include "engine/worker.h"
@@ -75,20 +77,23 @@ void bind_policy(py::module_& m) {
       .def(
           "plan",
           [](SpeculationPolicy& p, const std::vector<py::tuple>& candidates, int64_t retired_seqs,
-             int64_t retired_context) {
+             int64_t retired_context, std::optional<double> retired_inverse_outputs) {
             std::vector<DraftCandidate> c;
             for (const auto& t : candidates) {
               c.push_back({t[0].cast<int64_t>(), t[1].cast<int64_t>(), t[2].cast<int64_t>(), t[3].cast<bool>(),
-                           t[4].cast<int64_t>(), t.size() > 5 ? t[5].cast<int64_t>() : -1});
+                           t[4].cast<int64_t>(), t.size() > 5 ? t[5].cast<int64_t>() : -1,
+                           t.size() > 6 ? t[6].cast<int64_t>() : 1});
             }
-            const DraftPlan plan = p.plan(c, {retired_seqs, retired_context});
+            const DraftPlan plan = p.plan(
+                c, {retired_seqs, retired_context, retired_inverse_outputs.value_or(static_cast<double>(retired_seqs))});
             return std::make_tuple(plan.step_k, plan.drafts, plan.retire, plan.drop, plan.defer);
           },
           py::arg("candidates"), py::arg("retired_seqs") = 0, py::arg("retired_context") = 0,
-          "candidates: (seq_id, budget, context, pinned, stashed positions[, sampling class]) each, beside "
-          "retired_seqs retired "
-          "sequences; returns (step k, drafts of each, retired or not each, waiting positions dropped or not each, "
-          "fill deferred or not each)")
+          py::arg("retired_inverse_outputs") = py::none(),
+          "candidates: (seq_id, budget, context, pinned, stashed positions[, sampling class[, output tokens]]) each "
+          "(output tokens 1 unless given: equal weights), beside retired_seqs retired sequences (1 / their output "
+          "tokens summed: retired_inverse_outputs, else 1 each); returns (step k, drafts of each, retired or not "
+          "each, waiting positions dropped or not each, fill deferred or not each)")
       .def("force_schedule", &SpeculationPolicy::force_schedule, py::arg("schedule"),
            py::arg("unpaid") = std::vector<bool>{})
       .def("record_verify",

@@ -626,8 +626,7 @@ std::optional<Engine::PlannedDrafts> Engine::plan_ahead(const SchedulerOutput& p
     const int64_t gained = samples ? 1 : 0;
     if (seq.is_finished()) continue;
     if (requests_.at(seq.id).retired) {
-      retired.seqs += 1;
-      retired.context += seq.num_tokens() + gained;
+      count_in(seq, gained, retired);
       continue;
     }
     if (auto c = step_candidate(seq, samples, gained)) {
@@ -668,8 +667,7 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
     Sequence& seq = *plan.scheduled[i].seq;
     if (seq.is_finished()) continue;
     if (requests_.at(seq.id).retired) {
-      retired.seqs += 1;
-      retired.context += seq.num_tokens();
+      count_in(seq, 0, retired);
       continue;
     }
     requests.push_back({&seq, first_pairs[i], seq.num_computed_tokens - first_pairs[i], input.query_start[i], 0});
@@ -785,10 +783,7 @@ void Engine::drop_stash(Request& request) {
 
 NonDrafting Engine::live_load() const {
   NonDrafting live;
-  for (const auto& [id, request] : requests_) {
-    live.seqs += 1;
-    live.context += request.seq->num_tokens();
-  }
+  for (const auto& [id, request] : requests_) count_in(*request.seq, 0, live);
   return live;
 }
 
@@ -797,6 +792,7 @@ void Engine::retire_on_arrival(Request& request, NonDrafting live) {
   if (draft_budget(seq) == 0) return;
   live.seqs -= 1;
   live.context -= seq.num_tokens();
+  live.inverse_outputs -= 1.0 / static_cast<double>(output_tokens(seq));
   if (!policy_->retires_on_arrival(draft_candidate(seq, 0), live)) return;
   retire(request, 0);
   seq.drafts = false;
@@ -805,7 +801,17 @@ void Engine::retire_on_arrival(Request& request, NonDrafting live) {
 DraftCandidate Engine::draft_candidate(const Sequence& seq, int64_t stashed, int64_t gained) const {
   const bool pinned = seq.params.seed.has_value() && !seq.params.greedy();
   return {seq.id, draft_budget(seq, gained), seq.num_tokens() + gained, pinned, stashed,
-          SpeculationPolicy::sampling_class(seq.params.greedy(), seq.params.temperature)};
+          SpeculationPolicy::sampling_class(seq.params.greedy(), seq.params.temperature), output_tokens(seq)};
+}
+
+int64_t Engine::output_tokens(const Sequence& seq) const {
+  return std::max<int64_t>(1, std::min(seq.params.max_tokens, config_.max_model_len - seq.num_prompt_tokens));
+}
+
+void Engine::count_in(const Sequence& seq, int64_t gained, NonDrafting& load) const {
+  load.seqs += 1;
+  load.context += seq.num_tokens() + gained;
+  load.inverse_outputs += 1.0 / static_cast<double>(output_tokens(seq));
 }
 
 void Engine::retire(Request& request, int64_t first_pair) {

@@ -243,6 +243,10 @@ class Engine {
   int64_t draft_budget(const Sequence& seq, int64_t gained = 0) const;
   // The policy's view of a sequence with a draft budget, `stashed` positions waiting for their fill.
   DraftCandidate draft_candidate(const Sequence& seq, int64_t stashed, int64_t gained = 0) const;
+  // The output tokens seq's request may reach: its weight in the policy's mean TPOT (DraftCandidate::output_tokens).
+  int64_t output_tokens(const Sequence& seq) const;
+  // Adds seq (having gained `gained` tokens this step) to a load of sequences the policy does not plan for.
+  void count_in(const Sequence& seq, int64_t gained, NonDrafting& load) const;
   GraphPlan graph_plan() const;
   std::optional<StepShape> decode_shape(const SchedulerOutput& plan) const;
   bool fault_due();

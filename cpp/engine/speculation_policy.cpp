@@ -274,15 +274,11 @@ void SpeculationPolicy::trim(const std::vector<DraftCandidate>& candidates,
   for (int64_t k = 1; k <= k_max_; ++k) cost[k] = costs_.seconds_per_draft(num_seqs, k);
   for (size_t s = 0; s < candidates.size(); ++s) {
     int64_t& k = drafts[s];
-    // A draft's reach cuts the plan's tpot() by seconds * reach / tokens^2 (this sequence's term) and its cost adds
-    // cost * inverse_tokens (every sequence's). With equal acceptance everywhere this is the tokens/s rule:
-    // reach * seconds / (the step's tokens) < cost.
-    double tokens = expected_tokens(reach[s], k);
-    while (!candidates[s].pinned && k > 0 &&
-           reach[s][k] * plan.seconds < cost[k] * tokens * tokens * plan.inverse_tokens) {
-      tokens -= reach[s][k];
-      --k;
-    }
+    // Draft k's reach adds w * reach to the plan's weighted tokens E (w = 1 / the request's output tokens) and its
+    // cost to the seconds T: tpot() = T * W / E falls with it where w * reach * T / E > cost. With equal output
+    // tokens that is the tokens/s rule: reach * T / (the step's tokens) > cost.
+    const double weight = candidates[s].weight();
+    while (!candidates[s].pinned && k > 0 && weight * reach[s][k] * plan.seconds < cost[k] * plan.weighted_tokens) --k;
   }
 }
 
@@ -371,14 +367,16 @@ SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftC
   const auto others_seqs = static_cast<double>(others.seqs);
   StepWork work{static_cast<int64_t>(candidates.size()) + others.seqs, max_drafts(drafts), others_seqs,
                 static_cast<double>(others.context), others_seqs};
-  work.inverse_tokens = others_seqs;
+  work.inverse_outputs = work.weighted_tokens = others.inverse_outputs;  // a token each
   for (size_t s = 0; s < candidates.size(); ++s) {
     const int64_t k = drafts[s];
     work.rows += static_cast<double>(1 + k);
     work.context += static_cast<double>(candidates[s].context + k);
     const double tokens = expected_tokens(reach[s], k);
+    const double weight = candidates[s].weight();
     work.tokens += tokens;
-    work.inverse_tokens += 1 / tokens;
+    work.inverse_outputs += weight;
+    work.weighted_tokens += weight * tokens;
     if (fills(k)) work.fill_rows += tokens;
     work.recursion_rows += static_cast<double>(std::max<int64_t>(k - 1, 0));
   }
@@ -389,7 +387,7 @@ SpeculationPolicy::Estimate SpeculationPolicy::estimate(const StepWork& work) co
   const double recursions = static_cast<double>(std::max<int64_t>(work.step_k - 1, 0));
   const double seconds = costs_.verify_seconds(work.seqs, work.step_k, work.rows, work.context) +
                          costs_.draft_seconds(work.seqs, work.fill_rows, recursions, work.recursion_rows);
-  return {work.tokens, seconds, work.inverse_tokens};
+  return {work.tokens, seconds, work.inverse_outputs, work.weighted_tokens};
 }
 
 bool SpeculationPolicy::fills(int64_t drafts) const { return drafts > 0 || fill_every_ == 1; }

@@ -1,15 +1,20 @@
 #pragma once
 // Chooses how many MTP drafts each decoding sequence takes for the next step.
 //   fixed:    every sequence drafts k_max (within its budget); so do pinned sequences under adaptive.
-//   adaptive: the step's k in 0..k_max that minimises the batch's mean time per output token (each sequence's
-//             expected tokens against the step's time, averaged over the sequences), from the measured step costs
-//             (StepCostModel) and the acceptance estimates (AcceptanceStats); within that k, a sequence whose own
-//             acceptance makes a draft worth less than the time it adds drafts fewer (trim).
-//             Not the batch's tokens per second: where acceptance differs between sequences, that favours the
-//             well-accepted ones, and the others' time per token pays. On a CPU at 64 concurrent ShareGPT
-//             requests, fixed k = 3 gave 5% more tokens/s than k = 1 and a 7% worse mean TPOT: requests under 128
-//             tokens, accepted 0.52-0.63 of the time at k = 3 against 0.75-0.82 for the longer ones, took 6-22%
-//             longer per token than under k = 1. With equal acceptance the two objectives choose alike.
+//   adaptive: the step's k in 0..k_max that minimises the requests' mean time per output token (below), from the
+//             measured step costs (StepCostModel) and the acceptance estimates (AcceptanceStats); within that k, a
+//             sequence whose own acceptance makes a draft worth less than the time it adds drafts fewer (trim).
+// The mean TPOT weighs every request once, and a step's sequences are not a fair sample of the requests: a request
+// stays for about n / e steps (n its output tokens, e its tokens per step), so the slow ones are in more steps.
+// Weighting each sequence by e / n undoes that, and the requests' mean TPOT is then the step's seconds times
+// sum(1 / n) / sum(e / n) over its sequences (Estimate::tpot). With equal n that is the batch's seconds per token;
+// n weighs short requests more, which matters where acceptance goes with length: on a CPU at 64 concurrent
+// ShareGPT requests, fixed k = 3 gave 5% more tokens/s than k = 1 and a 7% worse mean TPOT, its requests under 128
+// tokens accepted 0.52-0.63 of the time at k = 3 against 0.75-0.82 for the longer ones. The mean of each sequence's
+// seconds per token over the step's sequences, which this replaced, weighs a sequence by the steps it stays: a
+// retired request (one token a step) beside a drafting one held the other to one draft at an H200's costs. There,
+// at c = 2, adaptive ran k = 1 on 11% of its steps with 3 requests retired and fell 4% behind fixed k = 3's mean
+// TPOT in every round (docs/benchmarks.md, twenty-ninth session).
 // The rules below are why the adaptive policy is more than that choice; docs/benchmarks.md has the measurements
 // behind them ("Adaptive speculation on CPU (issue 14)" and the sections after it).
 //
@@ -90,12 +95,16 @@ struct DraftCandidate {
   int64_t stashed = 0;  // positions whose fill waits (deferred): a full stash may retire the sequence
   // Sequences whose drafts tend to fare alike (SpeculationPolicy::sampling_class); -1: none.
   int64_t sampling_class = -1;
+  // The output tokens its request may reach (max_tokens within the context), n in the mean TPOT's weights above.
+  int64_t output_tokens = 1;
+  double weight() const { return 1.0 / static_cast<double>(output_tokens); }
 };
 
 // The step's decoding sequences the policy does not plan for (retired): a row each.
 struct NonDrafting {
   int64_t seqs = 0;
   int64_t context = 0;  // their context lengths, summed
+  double inverse_outputs = 0;  // 1 / their output tokens (DraftCandidate::output_tokens), summed
 };
 
 struct DraftPlan {
@@ -162,9 +171,10 @@ class SpeculationPolicy {
  private:
   struct Estimate {
     double tokens = 0, seconds = 0;
-    double inverse_tokens = 0;  // the sum over the step's sequences of 1 / its expected tokens
-    // The step's seconds per token, summed over its sequences: what it adds to their mean TPOT, times their count.
-    double tpot() const { return seconds * inverse_tokens; }
+    double inverse_outputs = 0;  // the sum over the step's sequences of 1 / n (its request's output tokens)
+    double weighted_tokens = 0;  // the sum of e / n (e its expected tokens)
+    // The requests' mean TPOT at this plan (see the top of this file).
+    double tpot() const { return seconds * inverse_outputs / weighted_tokens; }
   };
   // The plan the estimate favours, and whether it is clear (see kProbeMargin).
   struct Choice {
@@ -178,7 +188,7 @@ class SpeculationPolicy {
     double tokens = 0;     // expected tokens emitted
     double fill_rows = 0;  // the candidates' expected tokens: positions the next fill runs, now or deferred
     double recursion_rows = 0;
-    double inverse_tokens = 0;  // the sum over the sequences of 1 / expected tokens (where a plan is weighed)
+    double inverse_outputs = 0, weighted_tokens = 0;  // as Estimate's (where a plan is weighed)
   };
   // The step's sequences and their context lengths, summed: the load its costs are priced at.
   struct Load {
@@ -226,8 +236,8 @@ class SpeculationPolicy {
   // without a fill) and retires those with kRetireStreak in a row (see above).
   void retire_by_batch(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
                        const NonDrafting& others, const DraftPlan& estimated, DraftPlan& plan);
-  // Drops drafts whose expected tokens cut their sequence's time per token by less than the time they add to
-  // every sequence's, at the margins of `plan` (see best()).
+  // Drops drafts whose expected tokens, weighted as in Estimate::tpot, cut the plan's mean TPOT by less than the
+  // time they add raises it, at the margins of `plan` (see best()).
   void trim(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
             const Estimate& plan, int64_t num_seqs, std::vector<int64_t>& drafts) const;
   Estimate estimate(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
