@@ -790,10 +790,11 @@ NonDrafting Engine::live_load() const {
 void Engine::retire_on_arrival(Request& request, NonDrafting live) {
   Sequence& seq = *request.seq;
   if (draft_budget(seq) == 0) return;
+  const DraftCandidate candidate = draft_candidate(seq, 0);
   live.seqs -= 1;
   live.context -= seq.num_tokens();
-  live.inverse_outputs -= 1.0 / static_cast<double>(output_tokens(seq));
-  if (!policy_->retires_on_arrival(draft_candidate(seq, 0), live)) return;
+  live.inverse_outputs -= candidate.weight();
+  if (!policy_->retires_on_arrival(candidate, live)) return;
   retire(request, 0);
   seq.drafts = false;
 }
