@@ -256,10 +256,15 @@ def step_ms(row: dict) -> str:
     return "-" if whole is None else f"{whole:.3f}" + ("" if target is None else f" ({target:.3f})")
 
 
+def baselines(rows: list[dict]) -> dict[int, dict]:
+    """The k = 0 row of each concurrency."""
+    return {r["concurrency"]: r for r in rows if r["k"] == 0}
+
+
 def add_speedups(rows: list[dict]) -> None:
     """speedup = baseline mean TPOT / this method's mean TPOT at the same concurrency (None without a baseline);
     paired speedup = the median over repeats of that ratio within each repeat (paired_ratio)."""
-    base = {r["concurrency"]: r for r in rows if r["k"] == 0}
+    base = baselines(rows)
     for r in rows:
         b, t = base.get(r["concurrency"], {}).get("mean_tpot_ms"), r["mean_tpot_ms"]
         r["tpot_speedup"] = b / t if b and t else None
@@ -295,7 +300,7 @@ def verdict_table(rows: list[dict]) -> str:
     instance. Reads the speedups against k = 0 that add_speedups left in the rows."""
     out = ["| Concurrency | method | vs baseline | paired | each round | best fixed k | vs best fixed k | paired "
            "| each round |", "|---:|---|---:|---:|---|---|---:|---:|---|"]
-    base = {r["concurrency"]: r for r in rows if r["k"] == 0}
+    base = baselines(rows)
     for r in sorted((r for r in rows if r.get("policy") == "adaptive"), key=lambda r: (r["k"], r["concurrency"])):
         c = r["concurrency"]
         fixed = [f for f in rows if f["k"] > 0 and f.get("policy", "fixed") == "fixed" and f["concurrency"] == c

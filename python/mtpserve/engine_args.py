@@ -76,14 +76,12 @@ class EngineArgs:
         if self.speculative_policy not in SPECULATIVE_POLICIES:
             raise ValueError(f"speculative_policy must be one of {', '.join(SPECULATIVE_POLICIES)}, got "
                              f"{self.speculative_policy!r}")
-        for name in ("batch_invariant", "enable_graph", "enable_prefill_graph"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         self.device = resolve_device(self.devices)
         if self.plan_ahead is None:
             self.plan_ahead = self.device != "cpu"
-        if not isinstance(self.plan_ahead, bool):
-            raise ValueError(f"plan_ahead must be true or false, got {self.plan_ahead!r}")
+        for name in ("batch_invariant", "enable_graph", "enable_prefill_graph", "plan_ahead"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.deferred_fill_positions is None:
             self.deferred_fill_positions = 64 if self.device == "cpu" else 0
         if not isinstance(self.deferred_fill_positions, int) or self.deferred_fill_positions < 0:
