@@ -812,7 +812,7 @@ int64_t Engine::output_tokens(const Sequence& seq) const {
 void Engine::count_in(const Sequence& seq, int64_t gained, NonDrafting& load) const {
   load.seqs += 1;
   load.context += seq.num_tokens() + gained;
-  load.inverse_outputs += 1.0 / static_cast<double>(output_tokens(seq));
+  load.inverse_outputs += DraftCandidate::weight_of(output_tokens(seq));
 }
 
 void Engine::retire(Request& request, int64_t first_pair) {

@@ -97,14 +97,16 @@ struct DraftCandidate {
   int64_t sampling_class = -1;
   // The output tokens its request may reach (max_tokens within the context), n in the mean TPOT's weights above.
   int64_t output_tokens = 1;
-  double weight() const { return 1.0 / static_cast<double>(output_tokens); }
+  // A request's weight in the mean TPOT, for candidates and non-drafting sequences alike.
+  static double weight_of(int64_t output_tokens) { return 1.0 / static_cast<double>(output_tokens); }
+  double weight() const { return weight_of(output_tokens); }
 };
 
 // The step's decoding sequences the policy does not plan for (retired): a row each.
 struct NonDrafting {
   int64_t seqs = 0;
   int64_t context = 0;  // their context lengths, summed
-  double inverse_outputs = 0;  // 1 / their output tokens (DraftCandidate::output_tokens), summed
+  double inverse_outputs = 0;  // their weights (DraftCandidate::weight_of), summed
 };
 
 struct DraftPlan {
