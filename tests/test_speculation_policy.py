@@ -1,9 +1,6 @@
 """The speculation policy alone, fed made-up step timings and verifications: it fits the costs, tracks
 acceptance per position and per sequence, and picks the k (and the per-sequence drafts) that the
 requests' expected mean time per token favours."""
-import random
-import statistics
-
 import pytest
 
 from mtpserve import _C
@@ -183,64 +180,6 @@ def test_a_step_cost_that_is_not_linear_in_k_is_learned_per_k():
         assert policy.draft_seconds(1, 1 + k, max(k - 1, 0), max(k - 1, 0)) == pytest.approx(draft[k], rel=0.02)
     assert policy.plan(batch)[0] == K_MAX
 
-
-BATCH1_VERIFY = [5.2e-3, 6.1e-3, 7.4e-3, 6.0e-3]  # a CPU's batch of one, by k (k = 2 the dearest)
-BATCH1_DRAFT = [1.5e-3, 1.7e-3, 3.3e-3, 4.6e-3]
-
-
-def record_batch1_step(policy, k, context, scale=1.0):
-    policy.record_verify(1, k, 1 + k, context, scale * BATCH1_VERIFY[k])
-    policy.record_draft(1, 1 + k, max(k - 1, 0), max(k - 1, 0), scale * BATCH1_DRAFT[k])
-
-
-def batch1_step_seconds(policy, k, context):
-    return policy.verify_seconds(1, k, 1 + k, context) + policy.draft_seconds(1, 1 + k, max(k - 1, 0), max(k - 1, 0))
-
-
-def test_a_k_that_runs_alone_leaves_the_other_ks_priced_as_measured():
-    """Batch 1 on the CPU: past the warm-up the plans ran k = 2 for tens of steps, each as long as before, while
-    the context grew. A line through every k, refit as it went, explained k = 2's cost by the growing context and
-    priced k = 3 at k = 2's 7.4 ms instead of its own 6.0 ms, so the plans stayed at k = 2."""
-    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
-    one_sequence_costing(policy, BATCH1_VERIFY, BATCH1_DRAFT)
-    for step in range(30):
-        record_batch1_step(policy, 2, 140 + step)
-    for k in range(K_MAX + 1):
-        assert policy.verify_seconds(1, k, 1 + k, 170) == pytest.approx(BATCH1_VERIFY[k], rel=0.02)
-        assert policy.draft_seconds(1, 1 + k, max(k - 1, 0), max(k - 1, 0)) == pytest.approx(BATCH1_DRAFT[k], rel=0.02)
-
-
-def test_a_slowdown_seen_by_one_k_prices_every_k_alike():
-    """A co-tenant makes every step 20% slower while the plans run k = 2 alone: the other k's, unmeasured, are
-    priced 20% dearer too (a line refit on k = 2's steps put k = 0 56% and k = 3 25% above their new costs)."""
-    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
-    one_sequence_costing(policy, BATCH1_VERIFY, BATCH1_DRAFT)
-    for step in range(30):
-        record_batch1_step(policy, 2, 140 + step, scale=1.2)
-    for k in range(K_MAX + 1):
-        expected = 1.2 * (BATCH1_VERIFY[k] + BATCH1_DRAFT[k])
-        assert batch1_step_seconds(policy, k, 170) == pytest.approx(expected, rel=0.05)
-
-
-def test_a_k_measured_only_by_probes_is_priced_by_all_of_them():
-    """Steps scatter by 15% (a 2-core CPU); past the warm-up k = 2 runs and a probe every 50 steps runs another k.
-    The ratio of k = 3's step cost to k = 2's, which decides between them, stays within a few percent, where
-    pricing a k by its last probe alone put it 8% off in half the steps and 16% off in a tenth."""
-    rng = random.Random(1)
-    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
-    noisy = lambda: rng.lognormvariate(0, 0.15)  # noqa: E731
-    for step in range(16):
-        record_batch1_step(policy, step % 4, 100, scale=noisy())
-    true_ratio = (BATCH1_VERIFY[3] + BATCH1_DRAFT[3]) / (BATCH1_VERIFY[2] + BATCH1_DRAFT[2])
-    errors = []
-    for step in range(2000):
-        k = 2 if step % 50 else (step // 50) % 4
-        record_batch1_step(policy, k, 100 + step % 300, scale=noisy())
-        if step >= 200:
-            context = 100 + step % 300
-            ratio = batch1_step_seconds(policy, 3, context) / batch1_step_seconds(policy, 2, context)
-            errors.append(abs(ratio / true_ratio - 1))
-    assert statistics.median(errors) < 0.06
 
 def test_cheap_rows_and_high_acceptance_draft_k_max():
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)

@@ -21,8 +21,7 @@
 // Keeping the estimates fresh. In each batch-size bucket of the cost model the policy first cycles k through
 // 0..k_max (warm-up: the bucket's fits need steps of each k), then takes every kProbeInterval-th step at a
 // cycled k other than the one it chose last, so that a cost or an acceptance it has stopped observing cannot
-// go stale (between probes, StepCostModel moves an unmeasured k's cost with the drift the running k shows; each
-// probe refines that k's offset from the others).
+// go stale (StepCostModel forgets per step, not per sample, so a probe's fresh timing outweighs stale ones).
 // While the probes find the choice clearly right (kProbeMargin), each doubles the interval, up to
 // kMaxProbeInterval; a change of choice brings it back. Not at k = 0 with deferred fills, where nothing between
 // probes measures the drafting. (Where drafts are rejected, a burst of k = 1..3 costs about three steps' worth

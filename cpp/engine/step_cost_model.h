@@ -8,19 +8,21 @@
 //   draft   t = d + e * fill_rows + f * recursions + g * recursion_rows
 // `verify` spans the target forward and sampling; `draft` the MTP fill and the recursion for
 // drafts 2..k (one forward per recursion level, recursion_rows rows in all).
-// Each fit is a DriftingCostFit: what a device's drift does to one kind of step it does to every kind, and
-// the differences between kinds rest on all their samples (see there for what a refit line did instead).
+// Both fits forget old samples as the bucket's decode steps go by, not only as new samples come: a
+// k = 0 step measures no verify row's cost, and runs no draft phase at all where its fills are
+// deferred; a cost last measured long ago must give way to the next measurement (a probe's, a
+// catch-up's) instead of outweighing it.
 // A step's cost is far from linear over all batch sizes (one row more costs much more at batch 1
 // than at batch 64 on a CPU; a GPU is flat until it is compute-bound), so each batch-size bucket
 // (decoding sequences in [2^i, 2^(i+1))) has its own fits. Nor is it always linear across the k's of
 // one batch size: a CPU GEMM can run 4 rows per sequence faster than 3 (verify at batch 1 measured
-// 6.1 / 7.4 / 6.0 ms at k = 1 / 2 / 3), so each fit is keyed by the step k (by the recursion count for
-// the draft phase) and carries an offset per key. The marginal cost of one more draft (seconds_per_draft)
-// is the line's.
+// 6.1 / 7.4 / 6.0 ms at k = 1 / 2 / 3), so each fit carries an offset per step k (per recursion count
+// for the draft phase): the forgetting mean of what its steps took beyond the fit's line, aged like
+// the fits. The marginal cost of one more draft (seconds_per_draft) stays the line's.
 #include <cstdint>
 #include <vector>
 
-#include "engine/drifting_cost_fit.h"
+#include "engine/online_linear_fit.h"
 
 namespace mtpserve {
 
@@ -42,14 +44,27 @@ class StepCostModel {
   double seconds_per_draft(int64_t num_seqs, int64_t position) const;
 
  private:
+  // A signed mean with the fits' forgetting: a step's time beyond its fit's line.
+  struct Offset {
+    double sum = 0, weight = 0;
+    int64_t steps_at_sample = 0;  // the bucket's `steps` at the last sample
+    void add(double residual, double age);
+    double mean() const { return weight > 0 ? sum / weight : 0.0; }
+  };
   struct Fits {
     Fits();
-    DriftingCostFit verify;  // slopes: rows, context; keyed by step k
-    DriftingCostFit draft;   // slopes: fill rows, recursions, recursion rows; keyed by recursion count
-    int64_t steps = 0;       // verify samples: the bucket's decode steps, the fits' clock
+    OnlineLinearFit verify, draft;
+    std::vector<Offset> verify_offsets;  // per step k
+    std::vector<Offset> draft_offsets;   // per recursion count
+    int64_t steps = 0;                    // verify samples: the bucket's decode steps
+    int64_t steps_at_draft = 0;           // `steps` when the draft fit last got a sample
+    int64_t steps_at_drafted_verify = 0;  // `steps` at the last verify sample with drafts
   };
   Fits& fits(int64_t num_seqs);
   const Fits* find(int64_t num_seqs) const;
+  // Adds a residual to offsets[key] (grown as needed), aged by the bucket steps since that key's last sample.
+  static void add_offset(std::vector<Offset>& offsets, size_t key, int64_t steps, double residual);
+  static double offset(const std::vector<Offset>& offsets, size_t key);
 
   std::vector<Fits> buckets_;
 };
