@@ -1,6 +1,6 @@
 import json, glob, statistics as st, sys, collections
 rows = collections.defaultdict(lambda: collections.defaultdict(list))
-for path in sorted(glob.glob('/tmp/ab/runs/*.json')):
+for path in sorted(glob.glob(sys.argv[1] + '/*.json')):  # the runs dir of ab.sh
     v = path.split('/')[-1].split('_')[0]
     res = json.load(open(path))['results']
     for b in sorted({r['batch'] for r in res}):
