@@ -227,7 +227,9 @@ def summary_row(method: str, k: int, policy: str, concurrency: int, result, thre
             "step_ms": engine.get("step_ms"), "target_ms": engine.get("target_ms"),
             "sample_ms": engine.get("sample_ms"), "draft_host_ms": engine.get("draft_host_ms"),
             "plan_ms": engine.get("plan_ms"),
-            "preemptions": engine.get("preemptions"), "threads": threads}
+            "preemptions": engine.get("preemptions"), "server_mean_ttft_ms": engine.get("server_ttft_ms"),
+            "server_mean_tpot_ms": engine.get("server_tpot_ms"), "server_mean_e2el_ms": engine.get("server_e2el_ms"),
+            "threads": threads}
 
 
 def median_row(rows: list[dict]) -> dict:

@@ -250,6 +250,12 @@ def test_bench_against_mtpserve_serve(server, tiny_model_dir, tmp_path, capsys):
     assert 0 < engine["prompt_steps"] < engine["busy"] <= 1.05, engine
     assert engine["steps"] > 0 and 0 < engine["target_ms"] < engine["step_ms"], engine
     assert 0 < engine["frontend_busy"] <= 1.05, engine
+    # The server's own latencies start at a request's arrival in its engine frontend and end before the client reads
+    # the chunk: inside the client's.
+    metrics = result["metrics"]
+    assert 0 < engine["server_ttft_ms"] <= metrics["mean_ttft_ms"], (engine, metrics)
+    assert 0 < engine["server_e2el_ms"] <= metrics["mean_e2el_ms"], (engine, metrics)
+    assert engine["server_tpot_ms"] > 0 and "Server's own mean TPOT (ms):" in printed
     assert result["metrics"]["completed"] == 8 and result["metrics"]["failed"] == 0
     records = result["records"]
     assert len(records) == 8

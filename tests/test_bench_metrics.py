@@ -260,6 +260,21 @@ def test_engine_busy_adds_the_servers_event_loop_where_it_counts_its_cpu_time():
                                                "frontend_busy": pytest.approx(0.75)}
 
 
+def test_engine_busy_adds_the_servers_own_mean_latencies_where_it_has_their_histograms():
+    counters = ('mtpserve:engine_step_seconds_total{model_name="m"} 1.0\n'
+                'mtpserve:engine_prompt_step_seconds_total{model_name="m"} 1.0\n'
+                'mtpserve:time_to_first_token_seconds_sum{model_name="m"} %s\n'
+                'mtpserve:time_to_first_token_seconds_count{model_name="m"} %s\n'
+                'mtpserve:time_per_output_token_seconds_sum{model_name="m"} %s\n'
+                'mtpserve:time_per_output_token_seconds_count{model_name="m"} %s\n')
+    before, after = parse_prometheus_text(counters % (1, 10, 0.1, 10)), parse_prometheus_text(counters % (3, 30, 0.5, 30))
+    busy = engine_busy(before, after, 2.0)
+    # 20 requests ended over the run: (3 - 1) s of TTFT and (0.5 - 0.1) s of TPOT between them
+    assert busy["server_ttft_ms"] == pytest.approx(100) and busy["server_tpot_ms"] == pytest.approx(20)
+    assert "server_e2el_ms" not in busy  # no such histogram
+    assert "server_ttft_ms" not in engine_busy(before, before, 2.0)  # no request ended
+
+
 def test_spec_decode_stats_without_counters_or_drafts():
     assert spec_decode_stats(None, {}) is None
     assert spec_decode_stats({"foo": 1.0}, {"foo": 2.0}) is None

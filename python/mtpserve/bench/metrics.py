@@ -287,7 +287,10 @@ def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None,
     speculation policy's plan ("plan_ms": a part of that, or beside the target forward); what a slower engine spends
     its extra time on. Where it counts them, also how busy its HTTP event loop was on a CPU ("frontend_busy"; near 1,
     the frontend bounds the run) and how many requests the engine preempted to recompute later ("preemptions": work
-    done twice). None where the server has no step counters."""
+    done twice), and its own mean TTFT, TPOT and E2E latency of the run's requests ("server_ttft_ms",
+    "server_tpot_ms", "server_e2el_ms"; from its histograms, which start at a request's arrival at its engine
+    frontend: the client's figure less the server's is the time spent in HTTP handling, tokenizing and the network).
+    None where the server has no step counters."""
     if before is None or after is None or duration_s <= 0:
         return None
     deltas = {}
@@ -305,6 +308,7 @@ def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None,
         shares["frontend_busy"] = deltas["frontend"] / duration_s
     if deltas["preemptions"] is not None:
         shares["preemptions"] = int(deltas["preemptions"])
+    shares.update(_server_latency(before, after))
     steps = deltas["steps"]
     if steps:
         shares["steps"] = int(steps)
@@ -312,6 +316,18 @@ def engine_busy(before: dict[str, float] | None, after: dict[str, float] | None,
                           ("draft_host", "draft_host_ms"), ("plan", "plan_ms")):
             shares[name] = None if deltas[key] is None else 1e3 * deltas[key] / steps
     return shares
+
+
+def _server_latency(before: dict[str, float], after: dict[str, float]) -> dict:
+    """Mean milliseconds of the requests that ended over the run, by the server's latency histograms."""
+    out = {}
+    for key, name in (("ttft", "time_to_first_token_seconds"), ("tpot", "time_per_output_token_seconds"),
+                      ("e2el", "e2e_request_latency_seconds")):
+        sums, counts = (after.get(f"mtpserve:{name}_{part}", 0.0) - before.get(f"mtpserve:{name}_{part}", 0.0)
+                        for part in ("sum", "count"))
+        if f"mtpserve:{name}_count" in after and counts > 0:
+            out[f"server_{key}_ms"] = 1e3 * sums / counts
+    return out
 
 
 def spec_decode_stats(before: dict[str, float] | None, after: dict[str, float] | None) -> dict | None:

@@ -75,6 +75,9 @@ def format_summary(metrics: BenchmarkMetrics, spec_decode: dict | None, max_conc
                   _line("Engine in prompt steps (%):", 100 * engine["prompt_steps"])]
         if engine.get("preemptions") is not None:
             lines.append(_line("Engine preemptions:", engine["preemptions"]))
+        for key, short in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2el", "E2EL")):
+            if engine.get(f"server_{key}_ms") is not None:
+                lines.append(_line(f"Server's own mean {short} (ms):", engine[f"server_{key}_ms"]))
         if engine.get("steps"):
             lines += [_line("Engine steps:", engine["steps"]), _line("Engine ms per step:", engine["step_ms"], ".3f"),
                       _line("  in the target forward:", engine["target_ms"], ".3f"),
