@@ -267,7 +267,8 @@ def test_engine_busy_adds_the_servers_own_mean_latencies_where_it_has_their_hist
                 'mtpserve:time_to_first_token_seconds_count{model_name="m"} %s\n'
                 'mtpserve:time_per_output_token_seconds_sum{model_name="m"} %s\n'
                 'mtpserve:time_per_output_token_seconds_count{model_name="m"} %s\n')
-    before, after = parse_prometheus_text(counters % (1, 10, 0.1, 10)), parse_prometheus_text(counters % (3, 30, 0.5, 30))
+    before = parse_prometheus_text(counters % (1, 10, 0.1, 10))
+    after = parse_prometheus_text(counters % (3, 30, 0.5, 30))
     busy = engine_busy(before, after, 2.0)
     # 20 requests ended over the run: (3 - 1) s of TTFT and (0.5 - 0.1) s of TPOT between them
     assert busy["server_ttft_ms"] == pytest.approx(100) and busy["server_tpot_ms"] == pytest.approx(20)
