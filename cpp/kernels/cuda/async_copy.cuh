@@ -69,6 +69,24 @@ __device__ __forceinline__ void bulk_box(uint32_t dst, const CUtensorMap* map, i
       : "memory");
 }
 
+// An L2 policy under which lines are evicted first: for a stream read once (the KV cache), so that it does not push
+// out what is read again (queries, split partials, block tables).
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
+// bulk_box under an L2 policy.
+__device__ __forceinline__ void bulk_box(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar,
+                                         uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], "
+      "[%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar), "l"(policy)
+      : "memory");
+}
+
 // Named barriers (0 is __syncthreads's): some threads arrive, the others wait for them.
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

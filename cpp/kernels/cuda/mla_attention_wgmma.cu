@@ -348,8 +348,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (t >= kBuffers) mbarrier_wait(empty + 8 * b, (t / kBuffers - 1) & 1);
       const uint32_t dst = kv_addr + b * kTileBytes, bar = full + 8 * b;
       mbarrier_expect(bar, kTileBytes);
+      const uint64_t policy = evict_first_policy();
 #pragma unroll
-      for (int m = 0; m < kSlabs; ++m) bulk_box(dst + m * kKvSlabBytes, &cache_map, m * 64, row, bar);
+      for (int m = 0; m < kSlabs; ++m) bulk_box(dst + m * kKvSlabBytes, &cache_map, m * 64, row, bar, policy);
     } else {
       if (t >= kBuffers) mbarrier_wait(empty + 8 * b, (t / kBuffers - 1) & 1);
 #pragma unroll
