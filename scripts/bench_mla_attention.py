@@ -15,7 +15,10 @@ Calls are replayed from a CUDA graph (as the engine runs decode), so host launch
 Prints a markdown table and writes mla_attention.json into --out (default $OUT or /tmp). --breakdown adds, per
 fused call, its kernels' device time (the attention kernel and the split-KV combine), from eager calls under
 torch.profiler. --sustain S replays each fused call back to back for S seconds and adds its time there with
-the SM clock, power and clock-limit reasons nvidia-smi reports (the H100 reaches its power cap).
+the SM clock, power and clock-limit reasons nvidia-smi reports (the H100 reaches its power cap). --flashmla
+CHECKOUT builds FlashMLA's dense decode from that source tree (scripts/flashmla_reference.py) and times it on
+the same rows, cache and tables as each fused call, in the same graph replay, with the largest difference
+between its output and ours.
 
   python3 scripts/bench_mla_attention.py --out /tmp
 """
@@ -26,6 +29,7 @@ import os
 
 import torch
 
+import flashmla_reference
 from gpu_timing import copy_bandwidth, graph_us, profiled_kernels, sustained
 from mtpserve import _C
 
@@ -35,21 +39,29 @@ BF16 = 2
 ROTATION_BYTES = 256 << 20  # several times the H100/H200 L2 (50/60 MB)
 
 
-def cycling(calls: list[tuple]):
-    """(run_all, n): n calls of _C.mla_attention cycling through `calls` (one per KV set)."""
+def cycling(calls: list[tuple], fn=_C.mla_attention):
+    """(run_all, n): n calls of fn cycling through `calls` (one per KV set)."""
     inner = max(len(calls), 8)
 
     def run_all():
         for i in range(inner):
-            _C.mla_attention(*calls[i % len(calls)])
+            fn(*calls[i % len(calls)])
 
     return run_all, inner
 
 
-def attention_us(calls: list[tuple], reps: int) -> float:
-    """Per-call time of _C.mla_attention cycling through `calls`, replayed from a CUDA graph as the engine runs
-    decode steps, so host launch overhead does not count: a B = 16 call is ~60 us."""
-    return graph_us(*cycling(calls), reps)
+def attention_us(calls: list[tuple], reps: int, fn=_C.mla_attention) -> float:
+    """Per-call time of fn cycling through `calls`, replayed from a CUDA graph as the engine runs decode steps,
+    so host launch overhead does not count: a B = 16 call is ~60 us."""
+    return graph_us(*cycling(calls, fn), reps)
+
+
+def flashmla_columns(module, q, pool, tables, k, reps: int, ours: torch.Tensor) -> dict:
+    """FlashMLA's time on the fused call's rows, cache and tables, and its largest difference from our output."""
+    batch, context = tables[0].size(0), tables[0].size(1) * BLOCK
+    call = flashmla_reference.DenseDecode(module, batch, k + 1, context, tables[0], pool, q, DIM**-0.5)
+    us = attention_us([(t,) for t in tables], reps, call)
+    return dict(flashmla_us=us, flashmla_max_abs_diff=(call.out.float() - ours.float()).abs().max().item())
 
 
 def kv_sets(batch: int, context: int, gen: torch.Generator):
@@ -80,7 +92,7 @@ def separate_call(q, pool, tables, k):
     return (q, pool, tables.repeat_interleave(k + 1, dim=0), query_start, context_lens, 1, context, LORA, DIM**-0.5)
 
 
-def measure_batch(batch: int, context: int, ks: list[int], args, gen, copy_bw: float) -> list[dict]:
+def measure_batch(batch: int, context: int, ks: list[int], args, gen, copy_bw: float, flashmla) -> list[dict]:
     """Fused and separate times of every k at one batch and context."""
     pool, tables = kv_sets(batch, context, gen)
     results = []
@@ -94,6 +106,10 @@ def measure_batch(batch: int, context: int, ks: list[int], args, gen, copy_bw: f
         results.append(dict(batch=batch, context=context, k=k, fused_us=fused, separate_us=separate,
                             speedup=separate / fused, speedup_target=0.9 * (k + 1) if k else None, kv_bytes=kv_bytes,
                             bandwidth_gbs=bandwidth / 1e9, floor_fraction=bandwidth / copy_bw))
+        if flashmla:
+            ours = _C.mla_attention(*fused_calls[0])
+            results[-1].update(flashmla_columns(flashmla, q, pool, tables, k, args.reps, ours))
+            results[-1]["flashmla_floor_fraction"] = kv_bytes / (results[-1]["flashmla_us"] * 1e-6) / copy_bw
         if args.sustain:
             results[-1].update(sustained(*cycling(fused_calls), args.sustain))
             results[-1]["sustained_floor_fraction"] = kv_bytes / (results[-1]["sustained_us"] * 1e-6) / copy_bw
@@ -115,13 +131,16 @@ def main():
     parser.add_argument("--breakdown", action="store_true", help="per-kernel device time of each fused call")
     parser.add_argument("--sustain", type=float, default=0.0, metavar="SECONDS",
                         help="also replay each fused call back to back this long: its time, SM clock and power")
+    parser.add_argument("--flashmla", metavar="CHECKOUT", help="also time FlashMLA's dense decode, built from here")
     args = parser.parse_args()
+    flashmla = flashmla_reference.load(args.flashmla) if args.flashmla else None
     gen = torch.Generator(device="cuda").manual_seed(0)
     copy_bw = copy_bandwidth(args.reps)
     results = []
     for context in [int(c) for c in args.contexts.split(",")]:
         for batch in [int(b) for b in args.batches.split(",")]:
-            results += measure_batch(batch, context, [int(x) for x in args.ks.split(",")], args, gen, copy_bw)
+            results += measure_batch(batch, context, [int(x) for x in args.ks.split(",")], args, gen, copy_bw,
+                                     flashmla)
 
     print(f"device: {torch.cuda.get_device_name(0)}, copy bandwidth {copy_bw / 1e9:.0f} GB/s (read + write)")
     print("| context | B | k | fused (us) | separate (us) | fused speedup | target | KV GB/s | % of copy BW |")
@@ -131,6 +150,15 @@ def main():
         print(f"| {r['context']} | {r['batch']} | {r['k']} | {r['fused_us']:.1f} | {r['separate_us']:.1f} | "
               f"{r['speedup']:.2f}x | "
               f"{target} | {r['bandwidth_gbs']:.0f} | {100 * r['floor_fraction']:.0f}% |")
+    if flashmla:
+        print("FlashMLA's dense decode on the same calls (same graph replay):")
+        print("| context | B | k | ours (us) | FlashMLA (us) | ours / FlashMLA | FlashMLA % of copy BW | "
+              "max abs diff |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in results:
+            print(f"| {r['context']} | {r['batch']} | {r['k']} | {r['fused_us']:.1f} | {r['flashmla_us']:.1f} | "
+                  f"{r['fused_us'] / r['flashmla_us']:.3f} | {100 * r['flashmla_floor_fraction']:.0f}% | "
+                  f"{r['flashmla_max_abs_diff']:.2e} |")
     if args.sustain:
         print(f"sustained replay ({args.sustain:.0f} s each), with nvidia-smi's medians:")
         print("| context | B | k | fused (us) | % of copy BW | SM clock (MHz) | power (W) | clock limits |")
