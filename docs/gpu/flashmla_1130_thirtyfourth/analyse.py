@@ -5,7 +5,7 @@ import pathlib
 import re
 
 CALLS = {"ab1": ("A", ["evict", "slabs"]), "ab2": ("evict", ["evict_nofence", "slabs_nofence"]),
-         "ab3": ("A", ["evict"])}
+         "ab3": ("A", ["evict"]), "ab4": ("A", ["tops"])}
 HERE = pathlib.Path(__file__).parent / "calls"
 
 
