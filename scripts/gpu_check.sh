@@ -7,7 +7,8 @@
 #   test      the GPU test suite: every test marked `cuda` (kernels against their CPU references, parity
 #             with transformers on the GPU, greedy MTP vs no MTP, device sampling, serving from the GPU)
 #   sanitize  compute-sanitizer memcheck over the CUDA kernel tests
-#   bench     the attention and MoE kernel benchmarks (JSON + tables)
+#   bench     the attention and MoE kernel benchmarks (JSON + tables); with FLASHMLA=<a FlashMLA source tree, CUTLASS
+#             in its csrc/cutlass> the attention benchmark times FlashMLA's dense decode beside ours
 #   moe       the MoE kernels alone: their tests (against the CPU kernel, batch invariance) under
 #             compute-sanitizer, then the MoE layer benchmark with a per-kernel breakdown at 1, 4 and 16 tokens
 #   rate      the bf16 divergence rate of greedy MTP vs k = 0 on the GPU (scripts/mtp_divergence.py)
@@ -68,7 +69,8 @@ for stage in $stages; do
         -k "not long" > "$out/sanitizer.log" 2>&1 || status=1
       tail -5 "$out/sanitizer.log" ;;
     bench)
-      timeout 240 python3 scripts/bench_mla_attention.py --out "$out" 2>&1 | tail -30 || status=1
+      timeout 400 python3 scripts/bench_mla_attention.py ${FLASHMLA:+--flashmla "$FLASHMLA"} --out "$out" 2>&1 \
+        | tail -50 || status=1
       timeout 180 python3 scripts/bench_moe.py --out "$out" 2>&1 | tail -15 || status=1 ;;
     invariant)
       timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -p no:cacheprovider -x \
