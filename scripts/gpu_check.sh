@@ -24,7 +24,8 @@
 #             need matplotlib there)
 #   realdims  P4: a 2-layer DeepSeek-V3 stack at real dims vs its floor (scripts/bench_real_dims.py; ~80 GB:
 #             an H200)
-#   profile   Nsight Compute on one fused verify attention launch (B = 64, k = 3, context 8192)
+#   profile   Nsight Compute on one fused verify attention launch (B = 64, k = 3, context 8192), with the share of
+#             cycles its tensor pipe is busy and its warps' stall reasons
 #   tp        two GPUs (not in the default stages; nvidia-h200-x2): the TP tests over NCCL
 #             (tests/test_cuda_tensor_parallel.py) and TP2 vs TP1 tokens/s (eager and graphs), bf16 divergence and per-rank
 #             memory (scripts/bench_tensor_parallel.py), and one real-dims MoE layer EP2 vs TP2
@@ -115,10 +116,11 @@ for stage in $stages; do
       timeout 400 python3 scripts/bench_vs_transformers.py --out "$out" 2>&1 | grep -v '^{' | tail -40 || status=1 ;;
     profile)
       timeout 240 ncu --clock-control none --kernel-name regex:mla_attention_.*mma --launch-skip 3 --launch-count 1 \
-        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+        --metrics sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active \
         python3 scripts/bench_mla_attention.py --batches 64 --ks 3 --reps 3 --out /tmp/prof > "$out/ncu_attention.txt" 2>&1 \
         || status=1
-      grep -E "Throughput|Duration|Occupancy|Bandwidth|Shared" "$out/ncu_attention.txt" | head -20 ;;
+      grep -E "Throughput|Duration|Occupancy|Bandwidth|Shared|pipe_tensor|Warp Cycles" "$out/ncu_attention.txt" | head -24 ;;
     tp)
       timeout 400 python3 -m pytest -q -p no:cacheprovider -rfE -s tests/test_cuda_tensor_parallel.py \
         tests/test_tensor_parallel.py tests/test_expert_parallel.py > "$out/tp_pytest.log" 2>&1 || status=1
