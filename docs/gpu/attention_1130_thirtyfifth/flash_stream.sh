@@ -6,14 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-/tmp/fs}
-STAGES=none bash scripts/gpu_check.sh > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
-export PYTHONPATH=/tmp/site PATH=/usr/local/cuda/bin:$PATH CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) MAX_JOBS=$(nproc)
-so=$(python3 -c 'import mtpserve._C as c; print(c.__file__)')
-cp "$so" /tmp/A.so
-f=cpp/kernels/cuda/mla_attention_wgmma.cu
-cp $f /tmp/A.cu; cp .ab/stream/$f $f
-python3 -m pip install --no-build-isolation --no-deps -e . > "$out/rebuild.log" 2>&1 || { tail -30 "$out/rebuild.log"; exit 1; }
-cp "$so" /tmp/stream.so; cp /tmp/A.cu $f; touch $f
+source docs/gpu/attention_1130_thirtyfifth/build_two.sh stream
 mkdir -p /tmp/flashmla && tar xzf .ab/flashmla_src.tgz -C /tmp/flashmla
 (cd scripts && python3 -c "import flashmla_reference as f; f.load('/tmp/flashmla')") > "$out/flashmla_build.log" 2>&1 \
   || { tail -30 "$out/flashmla_build.log"; exit 1; }

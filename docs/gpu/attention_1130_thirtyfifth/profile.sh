@@ -5,14 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-/tmp/prof}
-STAGES=none bash scripts/gpu_check.sh > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
-export PYTHONPATH=/tmp/site PATH=/usr/local/cuda/bin:$PATH CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
-so=$(python3 -c 'import mtpserve._C as c; print(c.__file__)')
-cp "$so" /tmp/A.so
-f=cpp/kernels/cuda/mla_attention_wgmma.cu
-cp $f /tmp/A.cu; cp .ab/compute/$f $f
-python3 -m pip install --no-build-isolation --no-deps -e . > "$out/rebuild.log" 2>&1 || { tail -30 "$out/rebuild.log"; exit 1; }
-cp "$so" /tmp/compute.so; cp /tmp/A.cu $f; touch $f
+source docs/gpu/attention_1130_thirtyfifth/build_two.sh compute
 ncu --query-metrics 2>/dev/null | grep -iE "pipe_tensor|gmma" > "$out/tensor_metrics.txt"
 metrics=$(grep -oE "^sm__pipe_tensor[a-z_]*cycles_active|^sm__inst_executed_pipe_tensor[a-z_]*" "$out/tensor_metrics.txt" | sort -u | sed 's/$/.avg.pct_of_peak_sustained_active/' | paste -sd, -)
 stalls=$(ncu --query-metrics 2>/dev/null | grep -oE "^smsp__average_warps_issue_stalled_[a-z_]*_per_issue_active" | sort -u | sed 's/$/.ratio/' | paste -sd, -)
