@@ -3,7 +3,7 @@ the device code (.cu) with nvcc for sm_90a as CMake builds it, the torch-facing 
 against torch's headers (syntax only: linking needs a torch built with CUDA). A kernel that stops
 compiling fails here, not on the lent GPU; so does one whose wgmma products ptxas serializes (C7514: a
 non-wgmma instruction may read an accumulator before its wait, e.g. a wait under a condition), which compiles
-and passes every test but ran a third slower on the H200 (docs/benchmarks.md, thirty-fifth session)."""
+and passes every test but ran 30–46% slower on the H200 (docs/benchmarks.md, thirty-fifth session)."""
 import os
 import re
 import shutil
