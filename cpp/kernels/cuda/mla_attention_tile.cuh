@@ -38,7 +38,7 @@ __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// One 32-token KV tile of the online softmax, in the log2 domain, on a warp's m16n8 accumulator
+// One KV tile of the online softmax (8 N tokens), in the log2 domain, on a warp's m16n8 accumulator
 // fragments of S = Q K^T: s[i][c] is row gid + 8 * (c >> 1), token tile_start + 8i + 2tq + (c & 1).
 // The steps (tile_tops, next_max, exponentiate) are separate so that the Hopper kernel can run two tiles'
 // exponentials at once, one per warpgroup, once both tiles' tops are known.
@@ -52,13 +52,14 @@ __device__ __forceinline__ float fast_exp2(float x) {
 
 // Masks positions at or past `end` and past each row's `limit` in s, and returns in `top` each of the thread's
 // two rows' maximum score in log2 units (the quad's, so all four threads of a row hold it).
-__device__ __forceinline__ void tile_tops(float (&s)[4][4], int tile_start, int end, const int (&limit)[2],
+template <int N>
+__device__ __forceinline__ void tile_tops(float (&s)[N][4], int tile_start, int end, const int (&limit)[2],
                                           float scale_log2, int tq, float (&top)[2]) {
   // Most tiles are visible to all of a thread's positions: they skip the per-position mask.
-  const int tile_last = tile_start + 31;
+  const int tile_last = tile_start + 8 * N - 1;
   if (tile_last >= end || tile_last > min(limit[0], limit[1])) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < N; ++i) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int pos = tile_start + 8 * i + 2 * tq + (c & 1);
@@ -70,7 +71,7 @@ __device__ __forceinline__ void tile_tops(float (&s)[4][4], int tile_start, int 
   // gives the same float as the maximum of the scaled scores.
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < N; ++i) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) tile_max[c >> 1] = fmaxf(tile_max[c >> 1], s[i][c]);
   }
@@ -96,11 +97,12 @@ __device__ __forceinline__ float exp_base(float m) { return m == -INFINITY ? 0.0
 __device__ __forceinline__ float move_factor(float m, float m_new) { return fast_exp2(m - exp_base(m_new)); }
 
 // The probabilities p = 2^(s scale_log2 - base) in s, and the thread's partial sums of its two rows.
-__device__ __forceinline__ void exponentiate(float (&s)[4][4], float scale_log2, const float (&base)[2],
+template <int N>
+__device__ __forceinline__ void exponentiate(float (&s)[N][4], float scale_log2, const float (&base)[2],
                                              float (&row_sum)[2]) {
   row_sum[0] = row_sum[1] = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < N; ++i) {
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       s[i][c] = fast_exp2(fmaf(s[i][c], scale_log2, -base[c >> 1]));
@@ -130,8 +132,8 @@ __device__ __forceinline__ void online_softmax(float (&s)[4][4], int tile_start,
 }
 
 // P's accumulators are already the A fragments of O += P V: k-step kk is n8 tiles 2kk and 2kk + 1.
-template <typename T>
-__device__ __forceinline__ void p_fragment(const float (&s)[4][4], int kk, uint32_t (&a)[4]) {
+template <typename T, int N>
+__device__ __forceinline__ void p_fragment(const float (&s)[N][4], int kk, uint32_t (&a)[4]) {
   a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
   a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
   a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
