@@ -47,16 +47,6 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 }
 
-// Whether the phase of `bar` with `parity` has completed, without waiting for it.
-__device__ __forceinline__ bool mbarrier_done(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-               : "=r"(done)
-               : "r"(bar), "r"(parity)
-               : "memory");
-  return done != 0;
-}
-
 // The thread's earlier cp.async copies arrive on `bar` when they land.
 __device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");

@@ -24,18 +24,22 @@ using wgmma::smem_desc;
 // each slab is a run of 8-row x 128-byte atoms at 1024-byte alignment.
 
 constexpr int kDim = 576, kKv = 512, kSlabs = kDim / 64;
-constexpr int kTokens = 32;              // KV tile
-constexpr int kBuffers = 4;              // KV tiles in shared memory: the pair in use and the next one
+constexpr int kTokens = 64;              // KV tile: S's N, so that Q is read once per 64 positions
+constexpr int kBuffers = 2;              // KV tiles in shared memory: the pair in use, reloaded part by part
 constexpr int kThreads = 256;            // two warpgroups
 constexpr int kGroupThreads = 128;
 constexpr int kQSlabBytes = kTileEntries * 128;
 constexpr int kKvSlabBytes = kTokens * 128;
 constexpr int kQBytes = kSlabs * kQSlabBytes;
 constexpr int kTileBytes = kSlabs * kKvSlabBytes;
-constexpr int kPBytes = kGroupThreads * 32;          // a warpgroup's P (64 x 32) as its threads' A fragments
-constexpr int kMaxBytes = kTileEntries * 4;          // a warpgroup's tile tops (row maxima of its tile)
-constexpr int kBarrierBytes = 2 * kBuffers * 8;      // each buffer's "full" and "empty" mbarriers
-constexpr size_t kSmemBytes = kQBytes + kBuffers * kTileBytes + 2 * (kPBytes + kMaxBytes) + kBarrierBytes + 1024;  // + alignment
+constexpr int kPBytes = kGroupThreads * 64;          // a warpgroup's P (64 x 64) as its threads' A fragments
+constexpr int kMaxBytes = kTileEntries * 4;          // the row maxima after a tile, handed to the other warpgroup
+// A tile lands in two parts, each with its "full" mbarrier: slabs 0-3 (the value columns warpgroup 0's P V
+// reads) and slabs 4-8 (warpgroup 1's value columns and the rope dims). Each part is reloaded by the warpgroup
+// whose P V reads it last, as soon as that product is done.
+constexpr int kParts = 2;
+constexpr int kBarrierBytes = kBuffers * kParts * 8;
+constexpr size_t kSmemBytes = kQBytes + kBuffers * kTileBytes + 2 * kMaxBytes + kBarrierBytes + 1024;  // + alignment
 static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 
 // The device code exists only in the sm_90a pass (wgmma); the plain sm_90 pass gets a kernel that traps,
@@ -43,11 +47,11 @@ static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 #if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 constexpr int kChunksPerRow = kDim / 8;  // 16-byte chunks
-constexpr int kKSteps = kDim / 16;       // k16 steps of S = Q K^T
-// Of those, the steps whose Q operand each thread holds in registers: as many as fit beside O without spilling
-// (255 registers). On an H200 (bf16, context 8192) that took 3.5-6% off the fused call at B = 16, 64 and 128
-// against Q wholly from shared memory, bitwise equal; 8 steps gained less (2-6%, one run).
-constexpr int kQRegisterSteps = 16;
+constexpr int kSlabSteps = 4;            // k16 steps per 64-dim slab
+// The k16 steps of S whose Q operand each thread holds in registers (dims 0-127). Their two slabs of the Q tile
+// are then free, and hold the warpgroups' P tiles.
+constexpr int kQRegisterSteps = 8;
+static_assert(kQRegisterSteps / kSlabSteps * kQSlabBytes >= 2 * kPBytes, "the P tiles fit in Q's freed slabs");
 constexpr int kColsPerGroup = kKv / 2;   // value columns of each warpgroup's O
 
 // Byte offset of 16-byte chunk c of row `row` in a region whose slabs hold `slab_bytes` each.
@@ -55,24 +59,22 @@ __device__ __forceinline__ uint32_t swizzled(int row, int c, int slab_bytes) {
   return (c >> 3) * slab_bytes + row * 128 + (((c & 7) ^ (row & 7)) << 4);
 }
 
-// S (64 x 32) = Q K^T over the 576 dims, from Q's first kQRegisterSteps k16 steps in registers (`qf`), the rest
-// from the descriptor of Q's first slab, and the KV tile's descriptor: every k16 step's descriptor is a
-// compile-time offset from those (the address field is the low 14 bits of byte address / 16 and shared memory
-// stays below 256 KB, so adding never carries out of it), which keeps the per-step work to uniform-register adds.
-// A step with Q from shared memory reads the whole 64 x 16 Q slice again for every tile, twice the bytes of the
-// tile's K slice; a step with Q from registers reads only K.
-template <typename T>
-__device__ __forceinline__ void issue_scores(float (&s)[4][4], const uint32_t (&qf)[kQRegisterSteps][4],
+// S (64 x 64) (+)= Q K^T over slabs [kFirst, kEnd) of the 576 dims, from Q's first kQRegisterSteps k16 steps in
+// registers (`qf`), the rest from the descriptor of Q's first slab, and the KV tile's descriptor: every k16
+// step's descriptor is a compile-time offset from those (the address field is the low 14 bits of byte address /
+// 16 and shared memory stays below 256 KB, so adding never carries out of it), which keeps the per-step work to
+// uniform-register adds.
+template <typename T, int kFirst, int kEnd>
+__device__ __forceinline__ void issue_scores(float (&s)[kTokens / 8][4], const uint32_t (&qf)[kQRegisterSteps][4],
                                              uint64_t q_desc, uint64_t kv_desc) {
 #pragma unroll
-  for (int ks = 0; ks < kKSteps; ++ks) {
-    constexpr int kSlabStep = 4;  // k16 steps per 128-byte swizzle row
-    const uint32_t within = (ks % kSlabStep) * 32;
-    const uint64_t k_desc = kv_desc + (((ks / kSlabStep) * kKvSlabBytes + within) >> 4);
+  for (int ks = kFirst * kSlabSteps; ks < kEnd * kSlabSteps; ++ks) {
+    const uint32_t within = (ks % kSlabSteps) * 32;
+    const uint64_t k_desc = kv_desc + (((ks / kSlabSteps) * kKvSlabBytes + within) >> 4);
     if (ks < kQRegisterSteps) {
-      wgmma::mma_rs_n32<T>(s, qf[ks], k_desc, ks > 0);
+      wgmma::mma_rs_n64_kb<T>(s, qf[ks], k_desc, ks > 0);
     } else {
-      wgmma::mma_ss_n32<T>(s, q_desc + (((ks / kSlabStep) * kQSlabBytes + within) >> 4), k_desc, ks > 0);
+      wgmma::mma_ss_n64<T>(s, q_desc + (((ks / kSlabSteps) * kQSlabBytes + within) >> 4), k_desc, ks > 0);
     }
   }
 }
@@ -94,10 +96,10 @@ __device__ __forceinline__ void load_q_fragments(const unsigned char* sq, int ro
   }
 }
 
-// O (64 x 256 of this warpgroup's value columns) += P V over a 32-token tile: P as A fragments (k16 steps 0
-// and 1), V from the descriptor of the tile's first slab of this warpgroup's columns.
+// O (64 x 256 of this warpgroup's value columns) += P V over a tile: P as A fragments (one per k16 step of the
+// tile's tokens), V from the descriptor of the tile's first slab of this warpgroup's columns.
 template <typename T>
-__device__ __forceinline__ void issue_values(float (&o)[32][4], const uint32_t (&pa)[2][4], uint64_t v_desc) {
+__device__ __forceinline__ void issue_values(float (&o)[32][4], const uint32_t (&pa)[kTokens / 16][4], uint64_t v_desc) {
 #pragma unroll
   for (int kk = 0; kk < kTokens / 16; ++kk) {
 #pragma unroll
@@ -105,11 +107,11 @@ __device__ __forceinline__ void issue_values(float (&o)[32][4], const uint32_t (
   }
 }
 
-// Where a warpgroup copies a tile with cp.async, its thread i copies rows i / 8 and i / 8 + 16, 16-byte chunks
-// i % 8 + 8m of each (m = 0..8: one per slab), so eight threads read a row's 1152 contiguous bytes and the
-// swizzled destination is fixed per thread.
+// Where a warpgroup copies a tile part with cp.async, its thread i copies rows i / 8 + 16 pass, 16-byte chunk
+// i % 8 of each of the part's slabs, so eight threads read a row's contiguous bytes and the swizzled destination
+// is fixed per thread.
 constexpr int kRowThreads = 8;
-constexpr int kRowsPerPass = kGroupThreads / kRowThreads;  // a warpgroup copies a tile in two passes
+constexpr int kRowsPerPass = kGroupThreads / kRowThreads;
 
 // The cache row of position `pos`, or -1 at or past `end`. `block_shift` >= 0 says block_size is
 // 2^block_shift (the usual sizes): a shift instead of an integer division, which costs some 40 instructions a
@@ -120,22 +122,22 @@ __device__ __forceinline__ int64_t cache_row(const int32_t* table, int block_siz
   return static_cast<int64_t>(table[block]) * block_size + (pos - block * block_size);
 }
 
-// Copies cache row `cache_index` (zeros for -1) into this thread's chunks of a buffer row.
+// Copies slabs [first_slab, first_slab + slabs) of cache row `cache_index` (zeros for -1) into this thread's
+// chunks of a buffer row (`buffer_row` at the first of those slabs).
 template <typename T>
-__device__ __forceinline__ void load_kv_row(unsigned char* buffer_row, const T* cache, int64_t cache_index) {
+__device__ __forceinline__ void load_kv_row(unsigned char* buffer_row, const T* cache, int64_t cache_index,
+                                            int first_slab, int slabs) {
   const bool valid = cache_index >= 0;
-  const T* src = cache + (threadIdx.x % kRowThreads) * 8 + (valid ? cache_index * kDim : 0);
-#pragma unroll
-  for (int m = 0; m < kSlabs; ++m) cp_async16(buffer_row + m * kKvSlabBytes, src + m * 64, valid);
+  const T* src = cache + (threadIdx.x % kRowThreads) * 8 + first_slab * 64 + (valid ? cache_index * kDim : 0);
+  for (int m = 0; m < slabs; ++m) cp_async16(buffer_row + m * kKvSlabBytes, src + m * 64, valid);
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tile copies and their barriers. Each KV buffer has a "full" mbarrier (the tile has landed) and an "empty"
-// one (all eight warps are done reading it). With block sizes that are multiples of 32, one thread copies a
-// whole tile with the tensor-copy engine: nine 32 x 64 boxes of the cache seen as a [rows, 576] tensor,
-// 128-byte swizzled exactly as the buffer's slabs are (a tile then never crosses a cache block, since tiles
-// start at multiples of 32, so its rows are consecutive cache rows). Otherwise the warpgroup's 128 threads
-// copy it with cp.async, each arriving on "full" when its copies land.
+// Tile copies. With block sizes that are multiples of 64, one thread copies a tile part with the tensor-copy
+// engine: 64 x 64 boxes of the cache seen as a [rows, 576] tensor, 128-byte swizzled exactly as the buffer's
+// slabs are (a tile then never crosses a cache block, since tiles start at multiples of 64, so its rows are
+// consecutive cache rows). Otherwise the warpgroup's 128 threads copy it with cp.async, each arriving on the
+// part's mbarrier when its copies land.
 
 // Zeroes rows [first, kTokens) of a tile (positions at or past the split's end, which a bulk copy brings in
 // whatever the cache holds there): a masked score's zero probability must not meet a NaN in V.
@@ -149,9 +151,9 @@ __device__ __forceinline__ void zero_rows(unsigned char* tile, int first, int la
   }
 }
 
-// Named barriers: warpgroup 0's P of tile a is ready, warpgroup 1's P of tile b is, both warpgroups' tile tops
-// are (3 and 4 are zero_rows's, one per warpgroup).
-constexpr int kScoresOfAReady = 1, kScoresOfBReady = 2, kTopsReady = 5;
+// Named barriers: warpgroup 0's maxima after tile a are in shared memory, its P of a is, warpgroup 1's maxima
+// after b and its P of b are (4 and 5 are zero_rows's, one per warpgroup).
+constexpr int kMaxAReady = 1, kPAReady = 2, kBReady = 3, kRowsZeroed = 4;
 
 // Scales a warp's output rows when some factor of its rows is not 1 (the maxima moved).
 __device__ __forceinline__ void rescale(float (&o)[32][4], const float (&f)[2]) {
@@ -280,18 +282,20 @@ __device__ __forceinline__ void combine_in_cluster(const MlaAttentionLaunch& p, 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Two warpgroups take the KV tiles in pairs: warpgroup 0 tile a = 2i, warpgroup 1 tile b = 2i + 1, and each
-// holds the output of half the value columns ([256h, 256h + 256) for warpgroup h). Per pair:
-//   both     S = Q K^T of their own tile (64 x 32, all 576 dims; K and 20 of Q's 36 k16 steps from shared
-//            memory), and its row maxima (tops), which they exchange: from the running maxima and both tops
-//            each warpgroup derives the same maxima after a and after b, and so the same factors of O at a and b;
-//   both     at once, the exponentials of their own tile against its maxima, handed to the other as P;
-//   both     O *= exp(m - m_a) where a maximum moved, O += P_a V_a, O *= exp(m_a - m_b) likewise, O += P_b V_b.
-// So each tile's softmax runs once and the two run side by side, and both warpgroups apply the same factors to
-// the same bf16 P of every tile, in tile order.
-// A row's result depends on its own scores alone. Warp w of a warpgroup owns entries [16w, 16w + 16).
+// Two warpgroups take the 64-token KV tiles in pairs: warpgroup 0 tile a = 2i, warpgroup 1 tile b = 2i + 1 (each
+// in its own buffer), and each holds the output of half the value columns ([256h, 256h + 256) for warpgroup h).
+// Their softmaxes run one after the other, each beside the other warpgroup's products:
+//   wg 0   from the running maxima and a's tops, the maxima after a (handed over), then P_a (handed over);
+//          O *= exp(m - m_a) where a maximum moved, O += P_a V_a;
+//   wg 1   from those maxima and b's tops, the maxima after b; O *= exp(m - m_a), O += P_a V_a, which runs
+//          while it takes P_b (handed over with the maxima); O *= exp(m_a - m_b), O += P_b V_b;
+//   wg 0   O *= exp(m_a - m_b), O += P_b V_b, then S of its next tile.
+// So both warpgroups apply the same factors to the same bf16 P of every tile, in tile order, and a row's result
+// depends on its own scores alone. Warp w of a warpgroup owns entries [16w, 16w + 16).
+// A part of a buffer is reloaded by the warpgroup whose P V reads it, as soon as that product is done; S of the
+// next tile waits for each part as it issues that part's k16 steps.
 
-// kBulk: tiles come by bulk copies from `cache_map` (block sizes that are multiples of 32), else by cp.async.
+// kBulk: tiles come by bulk copies from `cache_map` (block sizes that are multiples of 64), else by cp.async.
 // `in_cluster`: the launch runs in clusters of its splits' blocks, which combine the splits themselves.
 template <typename T, bool kBulk>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -313,15 +317,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The warpgroup, broadcast from lane 0 so the compiler knows it is warp-uniform and keeps what derives from
   // it (the wgmma descriptors) in uniform registers.
   const int group = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x >> 7), 0);
-  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int warp = (threadIdx.x >> 5) & 3;
   const int lane_in_group = threadIdx.x & 127;
-  const int tq = lane & 3, gid = lane >> 2;
+  const int tq = threadIdx.x & 3, gid = (threadIdx.x & 31) >> 2;
 
   unsigned char* skv = sq + kQBytes;
-  unsigned char* sp = skv + kBuffers * kTileBytes;  // [group] P fragments: uint4 [2 k-steps][128 threads]
-  float* smax = reinterpret_cast<float*>(sp + 2 * kPBytes);  // [group][64 rows]: tile tops
+  float* s_max = reinterpret_cast<float*>(skv + kBuffers * kTileBytes);  // [a, b][64 rows]: the maxima after a tile
   const uint32_t kv_addr = smem_addr(skv);
-  const uint32_t full = smem_addr(smax + 2 * kTileEntries), empty = full + 8 * kBuffers;  // + 8 per buffer
+  const uint32_t full = smem_addr(s_max + 2 * kTileEntries);  // [buffer][part] mbarriers, 8 bytes each
 
   const T* cache = static_cast<const T*>(p.cache);
   const int32_t* table = p.block_tables + static_cast<int64_t>(blockIdx.x) * p.table_width;
@@ -329,42 +332,43 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int block_shift = (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
   const int num_tiles = static_cast<int>(ceil_div(w.end - w.begin, kTokens));
 
-  // The cache row of tile t's first position (bulk copies), read ahead of its copy so that the table's latency
-  // stays off the path to the copy.
+  // The cache row of tile t's first position (bulk copies).
   const auto first_row = [&](int t) {
     return static_cast<int>(cache_row(table, block_size, block_shift, w.begin + t * kTokens, w.end));
   };
-  // Whether tile t's buffer has been released by every warp (the tile before it there is done with).
-  const auto buffer_free = [&](int t) {
-    return t < kBuffers || mbarrier_done(empty + 8 * (t % kBuffers), (t / kBuffers - 1) & 1);
-  };
-  // Copies tile t (from cache row `row` with bulk copies) into buffer t % 4 once every warp has released the
-  // tile before it there.
-  const auto load_tile = [&](int t, int row) {
-    const int b = t % kBuffers;
-    const int first = w.begin + t * kTokens;
+  const auto part_barrier = [&](int t, int part) { return full + 8 * ((t % kBuffers) * kParts + part); };
+  // Copies part `part` of tile t (slabs 0-3, or 4-8) into its buffer, whose readers of that part are done: with
+  // bulk copies from cache row `row` by the warpgroup's first thread, else by all its threads.
+  const auto load_part = [&](int t, int part, int row) {
+    const int first_slab = 4 * part, slabs = 4 + part;
+    const uint32_t bar = part_barrier(t, part);
+    const int offset = (t % kBuffers) * kTileBytes + first_slab * kKvSlabBytes;
     if constexpr (kBulk) {
       if (lane_in_group != 0) return;
-      if (t >= kBuffers) mbarrier_wait(empty + 8 * b, (t / kBuffers - 1) & 1);
-      const uint32_t dst = kv_addr + b * kTileBytes, bar = full + 8 * b;
-      mbarrier_expect(bar, kTileBytes);
+      mbarrier_expect(bar, slabs * kKvSlabBytes);
       const uint64_t policy = evict_first_policy();
-#pragma unroll
-      for (int m = 0; m < kSlabs; ++m) bulk_box(dst + m * kKvSlabBytes, &cache_map, m * 64, row, bar, policy);
+      for (int m = 0; m < slabs; ++m) {
+        bulk_box(kv_addr + offset + m * kKvSlabBytes, &cache_map, (first_slab + m) * 64, row, bar, policy);
+      }
     } else {
-      if (t >= kBuffers) mbarrier_wait(empty + 8 * b, (t / kBuffers - 1) & 1);
+      const int first = w.begin + t * kTokens;
 #pragma unroll
       for (int pass = 0; pass < kTokens / kRowsPerPass; ++pass) {
-        const int row = lane_in_group / kRowThreads + pass * kRowsPerPass;
-        unsigned char* dst = skv + b * kTileBytes + row * 128 + (((lane_in_group % kRowThreads) ^ (row & 7)) << 4);
-        load_kv_row<T>(dst, cache, cache_row(table, block_size, block_shift, first + row, w.end));
+        const int r = lane_in_group / kRowThreads + pass * kRowsPerPass;
+        unsigned char* dst = skv + offset + r * 128 + (((lane_in_group % kRowThreads) ^ (r & 7)) << 4);
+        load_kv_row<T>(dst, cache, cache_row(table, block_size, block_shift, first + r, w.end), first_slab, slabs);
       }
-      cp_async_arrive(full + 8 * b);
+      cp_async_arrive(bar);
     }
   };
-  // Waits for tile t to land (its copies are seen by wgmma after the proxy fence).
-  const auto wait_tile = [&](int t) {
-    mbarrier_wait(full + 8 * (t % kBuffers), (t / kBuffers) & 1);
+  const auto load_tile = [&](int t) {
+    const int row = kBulk ? first_row(t) : 0;
+    load_part(t, 0, row);
+    load_part(t, 1, row);
+  };
+  // Waits for a part of tile t to land (its copies are seen by wgmma after the proxy fence).
+  const auto wait_part = [&](int t, int part) {
+    mbarrier_wait(part_barrier(t, part), (t / kBuffers) & 1);
     fence_async_shared();
   };
   const auto tile_desc = [&](int t, uint32_t offset, uint32_t leading) {
@@ -374,14 +378,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The barriers, then (bulk copies) thread 0 starts the first two tiles' copies before the Q tile's, which land
   // sooner.
   if (threadIdx.x == 0) {
-    for (int b = 0; b < kBuffers; ++b) {
-      mbarrier_init(full + 8 * b, kBulk ? 1 : kGroupThreads);
-      mbarrier_init(empty + 8 * b, kThreads / 32);
-    }
+    for (int i = 0; i < kBuffers * kParts; ++i) mbarrier_init(full + 8 * i, kBulk ? 1 : kGroupThreads);
     fence_barrier_init();
     if constexpr (kBulk) {
-      load_tile(0, first_row(0));
-      if (num_tiles > 1) load_tile(1, first_row(1));
+      for (int t = 0; t < min(num_tiles, 2); ++t) load_tile(t);
     }
   }
   // The Q tile, padding entries zeroed.
@@ -393,124 +393,152 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   cp_async_commit();
   __syncthreads();
+  if (!kBulk && group < num_tiles) load_tile(group);
 
   int limit[2];
   row_limits(p, w, 16 * warp, limit);
   const float scale_log2 = p.scale * kLog2e;
   const uint32_t v_offset = group * 4 * kKvSlabBytes;  // this warpgroup's value columns in a tile
   const uint64_t q_desc = smem_desc(q_addr, 16, 1024);
-  uint4* p_out = reinterpret_cast<uint4*>(sp + group * kPBytes) + lane_in_group;        // this warpgroup's P
-  const uint4* p_in = reinterpret_cast<const uint4*>(sp + (group ^ 1) * kPBytes) + lane_in_group;  // the other's
-  // P of this warpgroup's tile, from its scores: kept as A fragments and handed to the other warpgroup.
-  const auto hand_over = [&](const float (&scores)[4][4], uint32_t (&mine)[2][4]) {
-    p_fragment<T>(scores, 0, mine[0]);
-    p_fragment<T>(scores, 1, mine[1]);
-    p_out[0] = make_uint4(mine[0][0], mine[0][1], mine[0][2], mine[0][3]);
-    p_out[kGroupThreads] = make_uint4(mine[1][0], mine[1][1], mine[1][2], mine[1][3]);
-  };
-  // The other warpgroup's P, as this thread's A fragments (it held the same positions).
-  const auto take_over = [&](uint32_t (&theirs)[2][4]) {
-    const uint4 x = p_in[0], y = p_in[kGroupThreads];
-    theirs[0][0] = x.x, theirs[0][1] = x.y, theirs[0][2] = x.z, theirs[0][3] = x.w;
-    theirs[1][0] = y.x, theirs[1][1] = y.y, theirs[1][2] = y.z, theirs[1][3] = y.w;
-  };
   const int row0 = 16 * warp + gid;  // this thread's rows: row0 and row0 + 8
+  // The P tiles, in Q's slabs whose k16 steps are in registers: a warpgroup's P of its own tile as A fragments,
+  // stored by each thread for the thread of the other warpgroup that holds the same positions.
+  uint4* p_out = reinterpret_cast<uint4*>(sq + group * kPBytes) + lane_in_group;
+  const uint4* p_in = reinterpret_cast<const uint4*>(sq + (group ^ 1) * kPBytes) + lane_in_group;
+  const auto hand_over = [&](const float (&scores)[kTokens / 8][4], uint32_t (&mine)[kTokens / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kTokens / 16; ++kk) {
+      p_fragment<T>(scores, kk, mine[kk]);
+      p_out[kk * kGroupThreads] = make_uint4(mine[kk][0], mine[kk][1], mine[kk][2], mine[kk][3]);
+    }
+  };
+  const auto take_over = [&](uint32_t (&theirs)[kTokens / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kTokens / 16; ++kk) {
+      const uint4 x = p_in[kk * kGroupThreads];
+      theirs[kk][0] = x.x, theirs[kk][1] = x.y, theirs[kk][2] = x.z, theirs[kk][3] = x.w;
+    }
+  };
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   float o[4 * 8][4];  // four 64-column accumulators of m64n64, 8 n8 tiles each
 #pragma unroll
   for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
 
-  if (!kBulk && group < num_tiles) load_tile(group, 0);
-  int next_row = kBulk && group + 2 < num_tiles ? first_row(group + 2) : 0;  // of this warpgroup's next tile
   cp_async_wait<0>();
   fence_async_shared();  // Q's cp.async writes, read by wgmma
   __syncthreads();
   uint32_t qf[kQRegisterSteps][4];
   load_q_fragments(sq, row0, tq, qf);
-  for (int a = 0; a < num_tiles; a += 2) {
-    const int b = a + 1, own = a + group;
-    const bool has_b = b < num_tiles;
-    // This warpgroup's tile of the next pair goes out as soon as the pair before this one has released its
-    // buffer: here, before this pair's wait, where it already has (so both pairs are in flight while the KV
-    // stream is behind), else after this tile's S is issued. Never waiting here keeps S from waiting on the
-    // other warpgroup.
-    bool sent = false;
-    if (kBulk && lane_in_group == 0 && own + 2 < num_tiles && buffer_free(own + 2)) {
-      load_tile(own + 2, next_row);
-      sent = true;
+  __syncthreads();  // Q's first slabs are in registers: they take the P tiles from here on
+
+  float s[kTokens / 8][4];
+  // S of tile t, issued part by part as each lands.
+  const auto issue_tile_scores = [&](int t) {
+    wgmma::fence();
+    wait_part(t, 0);
+    issue_scores<T, 0, 4>(s, qf, q_desc, tile_desc(t, 0, 16));
+    wait_part(t, 1);
+    issue_scores<T, 4, kSlabs>(s, qf, q_desc, tile_desc(t, 0, 16));
+  };
+  // Once S of tile t is done, its owner zeroes its rows past the split's end, before any P V reads them.
+  const auto clear_tail = [&](int t) {
+    const int valid = w.end - (w.begin + t * kTokens);
+    if (kBulk && valid < kTokens) {
+      zero_rows(skv + (t % kBuffers) * kTileBytes, valid, lane_in_group);
+      fence_async_shared();
+      named_sync(kRowsZeroed + group, kGroupThreads);
     }
-    float s[4][4];
-    if (own < num_tiles) {
-      wait_tile(own);
-      const int valid = w.end - (w.begin + own * kTokens);
-      if (kBulk && valid < kTokens) {  // the split's last tile, past its end
-        zero_rows(skv + (own % kBuffers) * kTileBytes, valid, lane_in_group);
-        fence_async_shared();
-        named_sync(3 + group, kGroupThreads);
+  };
+  if (group < num_tiles) issue_tile_scores(group);
+  wgmma::commit();
+  wgmma::wait();
+  fence_operands(s);
+  if (group < num_tiles) clear_tail(group);
+
+  int a = 0;
+  for (; a + 1 < num_tiles; a += 2) {
+    const int b = a + 1;
+    const bool next_a = a + 2 < num_tiles, next_b = b + 2 < num_tiles;
+    const int row_a = kBulk && next_a ? first_row(a + 2) : 0, row_b = kBulk && next_b ? first_row(b + 2) : 0;
+    float top[2], m_a[2], before[2], row_sum[2], base[2];
+    tile_tops(s, w.begin + (a + group) * kTokens, w.end, limit, scale_log2, tq, top);
+    uint32_t mine[kTokens / 16][4], theirs[kTokens / 16][4];
+    if (group == 0) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        m_a[r] = next_max(m[r], top[r]);
+        before[r] = move_factor(m[r], m_a[r]);
+        base[r] = exp_base(m_a[r]);
       }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-      wgmma::fence();
-      issue_scores<T>(s, qf, q_desc, tile_desc(own, 0, 16));
-      wgmma::commit();
-      if (own + 2 < num_tiles && !sent) load_tile(own + 2, next_row);
-      if (kBulk && own + 4 < num_tiles) next_row = first_row(own + 4);
-      wgmma::wait();
-      fence_operands(s);
-    }
-    // Both tiles' tops, then the maxima after a and after b and the factors of O at each: the same floats in both
-    // warpgroups, which then take their own tile's exponentials at the same time.
-    float top[2] = {-INFINITY, -INFINITY};
-    if (own < num_tiles) tile_tops(s, w.begin + own * kTokens, w.end, limit, scale_log2, tq, top);
-    if (tq == 0) smax[group * kTileEntries + row0] = top[0], smax[group * kTileEntries + row0 + 8] = top[1];
-    named_sync(kTopsReady, kThreads);
-    float before[2], after[2], base[2], row_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float m_a = next_max(m[r], smax[row0 + 8 * r]);
-      const float m_b = has_b ? next_max(m_a, smax[kTileEntries + row0 + 8 * r]) : m_a;
-      before[r] = move_factor(m[r], m_a);
-      after[r] = has_b ? move_factor(m_a, m_b) : 1.0f;
-      base[r] = exp_base(group == 0 ? m_a : m_b);
-      m[r] = m_b;
-    }
-    uint32_t mine[2][4], theirs[2][4];
-    if (own < num_tiles) {
+      if (tq == 0) s_max[row0] = m_a[0], s_max[row0 + 8] = m_a[1];
+      named_arrive(kMaxAReady, kThreads);
       exponentiate(s, scale_log2, base, row_sum);
       hand_over(s, mine);
-    }
-    // Each warpgroup sums its own tiles' probabilities, in tile order: a's before b's factor, b's after it.
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      if (group == 0) {
-        l[r] = l[r] * before[r] + row_sum[r];
-        l[r] *= after[r];
-      } else {
-        const float scaled = l[r] * before[r];
-        l[r] = scaled * after[r] + row_sum[r];
-      }
-    }
-    if (group == 0) {
-      named_arrive(kScoresOfAReady, kThreads);
+      named_arrive(kPAReady, kThreads);
       if (moved(before)) rescale(o, before);
       fence_operands(o);
       wgmma::fence();
       issue_values<T>(o, mine, tile_desc(a, v_offset, 1024));
       wgmma::commit();
-      named_sync(kScoresOfBReady, kThreads);
-      if (has_b) take_over(theirs);
-    } else {
-      named_arrive(kScoresOfBReady, kThreads);
-      if (moved(before)) rescale(o, before);
-      named_sync(kScoresOfAReady, kThreads);
-      take_over(theirs);
+      wgmma::wait();
       fence_operands(o);
-      wait_tile(a);
+      if (next_a) load_part(a + 2, 0, row_a);
+      named_sync(kBReady, kThreads);
+      float after[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m_b = s_max[kTileEntries + row0 + 8 * r];
+        after[r] = move_factor(m_a[r], m_b);
+        l[r] = (l[r] * before[r] + row_sum[r]) * after[r];
+        m[r] = m_b;
+      }
+      take_over(theirs);
+      if (moved(after)) rescale(o, after);
+      fence_operands(o);
+      wgmma::fence();
+      issue_values<T>(o, theirs, tile_desc(b, v_offset, 1024));
+      wgmma::commit();
+      if (next_a) {
+        wgmma::fence();
+        wait_part(a + 2, 0);
+        issue_scores<T, 0, 4>(s, qf, q_desc, tile_desc(a + 2, 0, 16));
+      }
+      wgmma::commit();
+      wgmma::wait<1>();  // P_b V_b
+      fence_operands(o);
+      if (next_b) load_part(b + 2, 0, row_b);
+      if (next_a) {
+        wait_part(a + 2, 1);
+        issue_scores<T, 4, kSlabs>(s, qf, q_desc, tile_desc(a + 2, 0, 16));
+      }
+    } else {
+      named_sync(kMaxAReady, kThreads);
+      float after[2], m_b[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        m_a[r] = s_max[row0 + 8 * r];
+        m_b[r] = next_max(m_a[r], top[r]);
+        before[r] = move_factor(m[r], m_a[r]);
+        after[r] = move_factor(m_a[r], m_b[r]);
+        base[r] = exp_base(m_b[r]);
+      }
+      named_sync(kPAReady, kThreads);
+      take_over(theirs);  // before kBReady, after which warpgroup 0 writes its next P
+      if (moved(before)) rescale(o, before);
+      fence_operands(o);
       wgmma::fence();
       issue_values<T>(o, theirs, tile_desc(a, v_offset, 1024));
       wgmma::commit();
-    }
-    if (has_b) {  // O (at a) *= exp(m_a - m_b), then O += P_b V_b: P_b is wg 1's own, wg 0's from wg 1
+      exponentiate(s, scale_log2, base, row_sum);
+      hand_over(s, mine);
+      if (tq == 0) s_max[kTileEntries + row0] = m_b[0], s_max[kTileEntries + row0 + 8] = m_b[1];
+      named_arrive(kBReady, kThreads);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float scaled = l[r] * before[r];
+        l[r] = scaled * after[r] + row_sum[r];
+        m[r] = m_b[r];
+      }
       if (moved(after)) {
         wgmma::wait();
         fence_operands(o);
@@ -518,29 +546,69 @@ __global__ void __launch_bounds__(kThreads, 1)
         fence_operands(o);
       }
       wgmma::fence();
-      if (group == 0) {
-        wait_tile(b);
-        issue_values<T>(o, theirs, tile_desc(b, v_offset, 1024));
-      } else {
-        issue_values<T>(o, mine, tile_desc(b, v_offset, 1024));
-      }
+      issue_values<T>(o, mine, tile_desc(b, v_offset, 1024));
       wgmma::commit();
+      wgmma::wait<1>();  // P_a V_a
+      if (next_a) load_part(a + 2, 1, row_a);
+      wgmma::wait();
+      fence_operands(o);
+      if (next_b) {
+        load_part(b + 2, 1, row_b);
+        issue_tile_scores(b + 2);
+      }
     }
-    // This warp is done with tile a once a's products are (b's may still run), and with b after them: a's
-    // buffer is free for its next copy that much sooner. A pair without b is the last, whose buffer nothing waits
-    // for.
-    wgmma::wait<1>();
-    if (lane == 0 && has_b) mbarrier_arrive(empty + 8 * (a % kBuffers));
+    wgmma::commit();
+    wgmma::wait();
+    fence_operands(s);
+    fence_operands(o);
+    if (a + 2 + group < num_tiles) clear_tail(a + 2 + group);
+  }
+  if (a < num_tiles) {  // the split's last tile, alone: S is warpgroup 0's
+    float m_a[2], before[2];
+    uint32_t pa[kTokens / 16][4];
+    if (group == 0) {
+      float top[2], base[2], row_sum[2];
+      tile_tops(s, w.begin + a * kTokens, w.end, limit, scale_log2, tq, top);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        m_a[r] = next_max(m[r], top[r]);
+        base[r] = exp_base(m_a[r]);
+      }
+      exponentiate(s, scale_log2, base, row_sum);
+      hand_over(s, pa);
+      if (tq == 0) s_max[row0] = m_a[0], s_max[row0 + 8] = m_a[1];
+      named_arrive(kPAReady, kThreads);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        before[r] = move_factor(m[r], m_a[r]);
+        l[r] = l[r] * before[r] + row_sum[r];
+        m[r] = m_a[r];
+      }
+    } else {
+      named_sync(kPAReady, kThreads);
+      take_over(pa);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        m_a[r] = s_max[row0 + 8 * r];
+        before[r] = move_factor(m[r], m_a[r]);
+        l[r] *= before[r];
+        m[r] = m_a[r];
+      }
+    }
+    if (moved(before)) rescale(o, before);
+    fence_operands(o);
+    wgmma::fence();
+    issue_values<T>(o, pa, tile_desc(a, v_offset, 1024));
+    wgmma::commit();
     wgmma::wait();
     fence_operands(o);
-    if (lane == 0 && has_b) mbarrier_arrive(empty + 8 * (b % kBuffers));
   }
   // Each warpgroup summed its own tiles' probabilities: the row sums are the two together (a + b and b + a,
   // the same float in both warpgroups).
   __syncthreads();
-  reinterpret_cast<float2*>(sp)[threadIdx.x] = make_float2(l[0], l[1]);
+  reinterpret_cast<float2*>(sq)[threadIdx.x] = make_float2(l[0], l[1]);
   __syncthreads();
-  const float2 other = reinterpret_cast<const float2*>(sp)[threadIdx.x ^ kGroupThreads];
+  const float2 other = reinterpret_cast<const float2*>(sq)[threadIdx.x ^ kGroupThreads];
   l[0] += other.x;
   l[1] += other.y;
   if (!in_cluster) {
@@ -562,8 +630,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 #endif
 
-// The cache as a [cache_rows, 576] tensor read in 32 x 64 boxes; false when the bulk copies cannot serve the
-// launch (a block size that is not a multiple of 32, or no encoder).
+// The cache as a [cache_rows, 576] tensor read in 64 x 64 boxes; false when the bulk copies cannot serve the
+// launch (a block size that is not a multiple of 64, or no encoder).
 bool cache_tensor_map(const MlaAttentionLaunch& p, CUtensorMap& map) {
   return p.block_size % kTokens == 0 && encode_swizzled_map(map, p.cache, p.dtype, p.cache_rows, kDim, kTokens);
 }

@@ -1,7 +1,7 @@
 #pragma once
 // Hopper's warpgroup matrix multiply (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"),
 // for bf16/fp16 operands with fp32 accumulators: the shared-memory descriptors of 128-byte-swizzled operands,
-// the fence / commit / wait around the asynchronous products, and the two shapes the kernels use. Device code
+// the fence / commit / wait around the asynchronous products, and the shapes the kernels use. Device code
 // for the sm_90a pass only (callers keep their kernels' bodies out of the plain sm_90 pass).
 #include <cstdint>
 #include <type_traits>
@@ -64,25 +64,6 @@ __device__ __forceinline__ void mma_ss_n32(float (&d)[4][4], uint64_t a, uint64_
   }
 }
 
-#define MTPSERVE_WGMMA_RS_N32(TYPE)                                                                         \
-  asm volatile(                                                                                             \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                                                          \
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "                                      \
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, " \
-      "1, 1, 0;\n}\n"                                                                                       \
-      : MTPSERVE_ACC16(d)                                                                                   \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
-
-// mma_ss_n32 with A from registers (as mma_rs_n64's), B K-major in shared memory.
-template <typename T>
-__device__ __forceinline__ void mma_rs_n32(float (&d)[4][4], const uint32_t (&a)[4], uint64_t b, int accumulate) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    MTPSERVE_WGMMA_RS_N32("bf16");
-  } else {
-    MTPSERVE_WGMMA_RS_N32("f16");
-  }
-}
-
 #define MTPSERVE_WGMMA_RS_N64(TYPE)                                                                          \
   asm volatile(                                                                                              \
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                             \
@@ -99,6 +80,44 @@ __device__ __forceinline__ void mma_rs_n64(float (*d)[4], const uint32_t (&a)[4]
     MTPSERVE_WGMMA_RS_N64("bf16");
   } else {
     MTPSERVE_WGMMA_RS_N64("f16");
+  }
+}
+
+#define MTPSERVE_WGMMA_SS_N64(TYPE)                                                                          \
+  asm volatile(                                                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                           \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"                     \
+      : MTPSERVE_ACC32(d)                                                                                    \
+      : "l"(a), "l"(b), "r"(accumulate))
+
+// d (64 x 64) (+)= A (64 x 16, K-major in shared memory) * B (16 x 64, K-major in shared memory).
+template <typename T>
+__device__ __forceinline__ void mma_ss_n64(float (*d)[4], uint64_t a, uint64_t b, int accumulate) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    MTPSERVE_WGMMA_SS_N64("bf16");
+  } else {
+    MTPSERVE_WGMMA_SS_N64("f16");
+  }
+}
+
+#define MTPSERVE_WGMMA_RS_N64_KB(TYPE)                                                                       \
+  asm volatile(                                                                                              \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                           \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"     \
+      : MTPSERVE_ACC32(d)                                                                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate))
+
+// mma_ss_n64 with A from registers (as mma_rs_n64's), B K-major.
+template <typename T>
+__device__ __forceinline__ void mma_rs_n64_kb(float (*d)[4], const uint32_t (&a)[4], uint64_t b, int accumulate) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    MTPSERVE_WGMMA_RS_N64_KB("bf16");
+  } else {
+    MTPSERVE_WGMMA_RS_N64_KB("f16");
   }
 }
 
