@@ -104,8 +104,8 @@ def test_short_contexts(k, dtype):
 @pytest.mark.parametrize("shape", [(16, 512, 64), (8, 64, 16)], ids=["real-tp8", "tiny"])
 def test_cache_rows_past_the_context_never_reach_the_output(shape, block_size):
     """Every cache row that no sequence owns holds NaN, as freed or never-written blocks may: the tiles that
-    end a sequence's context (whole 32-token tiles copied in bulk when the block size is a multiple of 32)
-    must keep those rows out of P V."""
+    end a sequence's context (in the Hopper kernel, whole 64-token tiles copied in bulk when the block size is a
+    multiple of 64) must keep those rows out of P V."""
     heads, lora, rope = shape
     query_lens = [1, 4, 2]
     batch = make_batch(query_lens, [1, 61, 1000], heads, lora, rope, block_size, torch.bfloat16, seed=5)
