@@ -1,9 +1,8 @@
 #include "kernels/cuda/mla_attention_wgmma.cuh"
 
-#include "kernels/cuda/cluster.cuh"
 #include "kernels/cuda/device_info.cuh"
 #include "kernels/cuda/mla_attention_tile.cuh"
-#include "kernels/cuda/split_combine.cuh"
+#include "kernels/cuda/mla_cluster_combine.cuh"
 #include "kernels/cuda/tensor_map.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -15,6 +14,10 @@ namespace mtpserve::kernels::cuda {
 namespace {
 
 using namespace mla_tile;
+using mla_cluster_combine::combine_in_cluster;
+using mla_cluster_combine::Received;
+using mla_cluster_combine::send_empty;
+using mla_cluster_combine::send_rows;
 using wgmma::fence_operands;
 using wgmma::smem_desc;
 
@@ -41,6 +44,8 @@ constexpr int kParts = 2;
 constexpr int kBarrierBytes = kBuffers * kParts * 8;
 constexpr size_t kSmemBytes = kQBytes + kBuffers * kTileBytes + 2 * kMaxBytes + kBarrierBytes + 1024;  // + alignment
 static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+static_assert(mla_cluster_combine::received_fits(kKv, kQBytes + kBuffers * kTileBytes),
+              "the cluster's partials fit where the Q tile and the KV buffers were");
 
 // The device code exists only in the sm_90a pass (wgmma); the plain sm_90 pass gets a kernel that traps,
 // which sm90a_device() keeps from being launched.
@@ -168,120 +173,6 @@ __device__ __forceinline__ void rescale(float (&o)[32][4], const float (&f)[2]) 
 __device__ __forceinline__ bool moved(const float (&f)[2]) { return __any_sync(0xffffffffu, f[0] != 1.0f || f[1] != 1.0f); }
 
 // ---------------------------------------------------------------------------------------------
-// The in-kernel combine. A launch in clusters of its splits' blocks (one cluster per entry tile, 2 to 8 splits)
-// combines them through the cluster's shared memory instead of global partials and a second kernel. Split z owns
-// the tile's entry rows [count z / splits, count (z + 1) / splits). Once every block of the cluster is done with
-// its KV tiles, each sends every row's O / l (fp32) and lse into the shared memory of the row's owner, where the
-// Q tile and the KV buffers were; then each owner combines its rows with split_combine's arithmetic.
-
-constexpr int kReceivedStride = kKv + 8;  // floats per received row: the pad spreads a warp's 8 rows over the banks
-
-// What an owner receives (rows, their lse, then its rows' weights and inverse sums) fits where the Q tile and the
-// KV buffers were, at every split count a cluster takes.
-constexpr bool received_fits() {
-  for (int splits = 2; splits <= 8; ++splits) {
-    const int capacity = (kTileEntries + splits - 1) / splits;
-    if (splits * capacity * (kReceivedStride + 1 + 1) * 4 + capacity * 4 > kQBytes + kBuffers * kTileBytes) return false;
-  }
-  return true;
-}
-static_assert(received_fits(), "the received partials fit in the Q and KV buffers");
-
-// Where rows go: `capacity` rows per sender at each owner, the partials [sender][row][kReceivedStride] from
-// `base`, then their lse [sender][row].
-struct Received {
-  uint32_t base;
-  int capacity;
-  __device__ uint32_t row(int sender, int local) const {
-    return base + static_cast<uint32_t>((sender * capacity + local) * kReceivedStride) * 4u;
-  }
-  __device__ uint32_t lse(int splits, int sender, int local) const {
-    return base + static_cast<uint32_t>((splits * capacity * kReceivedStride + sender * capacity + local) * 4);
-  }
-  __device__ uint32_t end(int splits) const { return lse(splits, splits, 0); }
-};
-
-__device__ __forceinline__ Received received_layout(const TileWork& w, int splits, uint32_t base) {
-  return Received{base, static_cast<int>(ceil_div(w.count, splits))};
-}
-
-// The split that owns entry row `row` of a tile of `count`, and the row's index among that split's rows.
-__device__ __forceinline__ int owner_of(int row, int count, int splits, int& local) {
-  const int owner = ((row + 1) * splits + count - 1) / count - 1;
-  local = row - count * owner / splits;
-  return owner;
-}
-
-// This thread's two rows (row0 and row0 + 8) of O / l, its columns col0 + 8i and + 1, and (with `sends_lse`) their
-// lse, to their owners.
-__device__ __forceinline__ void send_rows(const TileWork& w, int splits, const Received& to, int row0, int col0,
-                                          const float (&o)[32][4], const float (&m)[2], float (&l)[2],
-                                          bool sends_lse) {
-  quad_sum(l);
-  const int sender = static_cast<int>(blockIdx.z);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row0 + 8 * r;
-    if (row >= w.count) continue;
-    int local;
-    const uint32_t owner = owner_of(row, w.count, splits, local);
-    const float inv = inverse_sum(l[r]);
-    const uint32_t dst = cluster_address(to.row(sender, local) + 4u * col0, owner);
-#pragma unroll
-    for (int i = 0; i < 32; ++i) cluster_store(dst + 32u * i, o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
-    if (sends_lse) cluster_store(cluster_address(to.lse(splits, sender, local), owner), split_lse(m[r], l[r]));
-  }
-}
-
-// A split with nothing visible: -inf as the lse of every row, which leaves its partials unread.
-__device__ __forceinline__ void send_empty(const TileWork& w, int splits, const Received& to) {
-  for (int row = threadIdx.x; row < w.count; row += blockDim.x) {
-    int local;
-    const uint32_t owner = owner_of(row, w.count, splits, local);
-    cluster_store(cluster_address(to.lse(splits, static_cast<int>(blockIdx.z), local), owner), -INFINITY);
-  }
-}
-
-// This block's rows of the tile, from what the cluster sent it (after the cluster barrier that follows the sends).
-// A warp takes a row at a time, lane i its value columns 4i + 128v (v < 4), so each load and store of the warp
-// covers a contiguous 512 or 256 bytes.
-template <typename T>
-__device__ __forceinline__ void combine_received(const MlaAttentionLaunch& p, const TileWork& w, const Received& from,
-                                                 unsigned char* smem) {
-  const int splits = p.splits, z = static_cast<int>(blockIdx.z);
-  const int first = w.count * z / splits, rows = w.count * (z + 1) / splits - first;
-  const auto at = [&](uint32_t address) { return smem + (address - from.base); };
-  float* weights = reinterpret_cast<float*>(at(from.end(splits)));  // [rows][splits]
-  float* inv = weights + rows * splits;
-  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-    const auto lse = [&](int sender) { return *reinterpret_cast<const float*>(at(from.lse(splits, sender, r))); };
-    inv[r] = split_combine::weights(splits, lse, weights + r * splits);
-  }
-  __syncthreads();
-  const int lane = threadIdx.x & 31;
-  for (int r = threadIdx.x >> 5; r < rows; r += kThreads / 32) {
-    const auto partial = [&](int sender, int c) {
-      return *reinterpret_cast<const float4*>(at(from.row(sender, r) + 4u * c));
-    };
-    T* out = static_cast<T*>(p.out) + (w.out_row + first + r) * kKv;
-    split_combine::combine<T, kKv / 128>(splits, partial, out, 4 * lane, 128, weights + r * splits, inv[r]);
-  }
-}
-
-// The cluster's combine, once this block is done with its KV tiles: after a cluster barrier (every block is done
-// with its Q tile and KV buffers, which now take the partials), `send` puts this block's rows in their owners'
-// shared memory at `to`; after a second barrier each owner combines its rows.
-template <typename T, typename Send>
-__device__ __forceinline__ void combine_in_cluster(const MlaAttentionLaunch& p, const TileWork& w, unsigned char* sq,
-                                                   Send send) {
-  const Received to = received_layout(w, p.splits, smem_addr(sq));
-  cluster_sync();
-  send(to);
-  cluster_sync();
-  combine_received<T>(p, w, to, sq);
-}
-
-// ---------------------------------------------------------------------------------------------
 // Two warpgroups take the 64-token KV tiles in pairs: warpgroup 0 tile a = 2i, warpgroup 1 tile b = 2i + 1 (each
 // in its own buffer), and each holds the output of half the value columns ([256h, 256h + 256) for warpgroup h).
 // Their softmaxes run one after the other, each beside the other warpgroup's products:
@@ -311,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mark_empty_split(p, w);
       return;
     }
-    combine_in_cluster<T>(p, w, sq, [&](const Received& to) { send_empty(w, p.splits, to); });
+    combine_in_cluster<T, kKv, kThreads / 32>(p, w, sq, [&](const Received& to) { send_empty(w, p.splits, to); });
     return;
   }
   // The warpgroup, broadcast from lane 0 so the compiler knows it is warp-uniform and keeps what derives from
@@ -615,7 +506,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     store_rows<T, kKv, 32>(p, w, 16 * warp, group * kColsPerGroup + 2 * tq, o, m, l, group == 0 && tq == 0);
     return;
   }
-  combine_in_cluster<T>(p, w, sq, [&](const Received& to) {
+  combine_in_cluster<T, kKv, kThreads / 32>(p, w, sq, [&](const Received& to) {
     send_rows(w, p.splits, to, 16 * warp + gid, group * kColsPerGroup + 2 * tq, o, m, l, group == 0 && tq == 0);
   });
 }

@@ -1,7 +1,7 @@
 #pragma once
 // The split-KV combine: out = sum_z w_z O_z / sum_z w_z over a row's splits z, w_z = 2^(lse_z - max lse), added
 // in split order. One arithmetic serves the combine kernel (mla_attention.cu), which reads the partials from
-// global memory, and the Hopper kernel's in-kernel combine (mla_attention_wgmma.cu), which reads them from its
+// global memory, and the Hopper kernel's in-kernel combine (mla_cluster_combine.cuh), which reads them from its
 // shared memory, where the cluster's blocks sent them: a row's output does not depend on which of the two ran it.
 // Both first put each row's weights in shared memory, then sum the partials column by column. Global loads go
 // through L2 (ld.cg).
