@@ -1,58 +1,83 @@
 #!/usr/bin/env bash
-# A/B of two versions of some source files on one GPU machine, in one device call (device tool; carry .whl
-# and the variant folder). Builds the tree as it is (A) and, with every file under $AB_VARIANT swapped in (same
-# relative paths), version B: each once, keeping each build's extension. Then runs $AB_CMD in the order A B A B,
-# each run with its version's files and extension in place, so that drift of the machine shows as a difference
-# between the two runs of one version and no rebuild spends device time between them. Each run's output goes to
-# its own folder (the command sees it as $RUN_OUT), all four archived at the end as $OUT/runs.tgz (the device tool
-# returns only so many files). The tree ends as A with A's extension, its swapped files newer than the build's, so
-# that the machine's next build (it keeps build folders between calls) compiles them again.
-#   AB_VARIANT=.ab/new AB_CMD='python3 scripts/bench_mla_attention.py --batches 16,64 --out $RUN_OUT' \
+# A/B of several versions of some source files on one GPU machine, in one device call (device tool; carry .whl
+# and the variant folders). Version A is the tree as it is; versions B, C, ... are the tree with every file under
+# each folder of $AB_VARIANTS swapped in (same relative paths; $AB_VARIANT names a single one). Builds each
+# version once, keeping each build's extension. Then runs $AB_CMD $AB_ROUNDS times (default 2) in the order
+# A B C ... A B C ..., each run with its version's files and extension in place, so that drift of the machine
+# shows as a difference between the runs of one version and no rebuild spends device time between them. Each
+# run's output goes to its own folder (the command sees it as $RUN_OUT: A1, B1, ...), all archived at the end as
+# $OUT/runs.tgz (the device tool returns only so many files). The tree ends as A with A's extension, its swapped
+# files newer than the build's, so that the machine's next build (it keeps build folders between calls)
+# compiles them again.
+#   AB_VARIANTS=".ab/new .ab/other" AB_CMD='python3 scripts/bench_mla_attention.py --batches 16,64 --out $RUN_OUT' \
 #     bash scripts/gpu_ab.sh
-# AB_TEST (optional) runs once against each version before its first timing, e.g. the kernel's tests.
+# AB_TEST (optional) runs once against each version before its first timing, e.g. the kernel's tests; AB_TESTED
+# (optional) limits it to some versions' letters, e.g. "A C".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-: "${AB_VARIANT:?the folder holding version B of the swapped files}" "${AB_CMD:?the command to time}"
+folders=${AB_VARIANTS:-${AB_VARIANT:-}}
+: "${folders:?AB_VARIANTS: the folders holding the other versions of the swapped files}"
+: "${AB_CMD:?the command to time}"
 out=${OUT:-/tmp/mtpserve-ab}
 mkdir -p "$out"
 saved=$(mktemp -d)  # version A of the swapped files
 builds=$(mktemp -d)  # each version's built extension
-files=$(cd "$AB_VARIANT" && find . -type f | sed 's|^\./||')
+letters=(B C D E F G H)
+declare -A folder_of=([A]=$saved)
+versions=(A)
+for dir in $folders; do
+  [ ${#versions[@]} -le ${#letters[@]} ] || { echo "at most $(( ${#letters[@]} + 1 )) versions" >&2; exit 2; }
+  v=${letters[$(( ${#versions[@]} - 1 ))]}
+  folder_of[$v]=$dir
+  versions+=("$v")
+  echo "version $v: $dir"
+done
+files=$(for dir in $folders; do (cd "$dir" && find . -type f | sed 's|^\./||'); done | sort -u)
 for f in $files; do
-  [ -f "$f" ] || { echo "$AB_VARIANT/$f has no counterpart in the tree" >&2; exit 2; }
+  [ -f "$f" ] || { echo "$f (from a variant folder) has no counterpart in the tree" >&2; exit 2; }
   mkdir -p "$saved/$(dirname "$f")" && cp "$f" "$saved/$f"
 done
+
+put() {  # put <version>: A's files, then that version's own
+  for f in $files; do cp "$saved/$f" "$f"; done
+  [ "$1" = A ] || (cd "${folder_of[$1]}" && find . -type f | sed 's|^\./||' | while read -r f; do cp "$f" "$OLDPWD/$f"; done)
+}
+
 STAGES=none bash scripts/gpu_check.sh > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 export PYTHONPATH=/tmp/site PATH=/usr/local/cuda/bin:$PATH CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
 extension=$(python3 -c 'import mtpserve._C as c; print(c.__file__)')
 cp "$extension" "$builds/A.so"
-for f in $files; do cp "$AB_VARIANT/$f" "$f"; done
-python3 -m pip install --no-build-isolation --no-deps -e . > "$out/rebuild_B.log" 2>&1 \
-  || { tail -40 "$out/rebuild_B.log"; exit 1; }
-cp "$extension" "$builds/B.so"
+for v in "${versions[@]:1}"; do
+  put "$v"
+  python3 -m pip install --no-build-isolation --no-deps -e . > "$out/rebuild_$v.log" 2>&1 \
+    || { tail -40 "$out/rebuild_$v.log"; exit 1; }
+  cp "$extension" "$builds/$v.so"
+done
 
-use() {  # use A|B: put that version's files and built extension in place
-  local from=$saved
-  [ "$1" = B ] && from=$AB_VARIANT
-  for f in $files; do cp "$from/$f" "$f"; done
+use() {  # use <version>: its files and its built extension in place
+  put "$1"
   cp "$builds/$1.so" "$extension"
 }
 
 status=0
-for run in A1 B1 A2 B2; do
-  version=${run:0:1}
-  use "$version"
-  if [ -n "${AB_TEST:-}" ] && [ "${run:1}" = 1 ]; then
-    echo "== tests, version $version"
-    bash -c "$AB_TEST" > "$out/test_$version.log" 2>&1 || status=1
-    tail -2 "$out/test_$version.log"
-  fi
-  echo "== $run"
-  mkdir -p "$out/$run"
-  RUN_OUT=$out/$run bash -c "$AB_CMD" 2>&1 | tee "$out/$run/output.txt" | tail -25 || status=1
+runs=()
+for round in $(seq "${AB_ROUNDS:-2}"); do
+  for v in "${versions[@]}"; do
+    use "$v"
+    if [ -n "${AB_TEST:-}" ] && [ "$round" = 1 ] && [[ " ${AB_TESTED:-${versions[*]}} " == *" $v "* ]]; then
+      echo "== tests, version $v"
+      bash -c "$AB_TEST" > "$out/test_$v.log" 2>&1 || status=1
+      tail -2 "$out/test_$v.log"
+    fi
+    run=$v$round
+    runs+=("$run")
+    echo "== $run"
+    mkdir -p "$out/$run"
+    RUN_OUT=$out/$run bash -c "$AB_CMD" 2>&1 | tee "$out/$run/output.txt" | tail -25 || status=1
+  done
 done
 use A
 touch $files
 # The device returns a limited number of files: one archive of the runs' folders comes back whole.
-tar czf "$out/runs.tgz" -C "$out" A1 B1 A2 B2 && rm -rf "$out"/A1 "$out"/B1 "$out"/A2 "$out"/B2
+tar czf "$out/runs.tgz" -C "$out" "${runs[@]}" && (cd "$out" && rm -rf "${runs[@]}")
 exit $status
