@@ -21,6 +21,8 @@ CXX = shutil.which("g++") or shutil.which("c++")
 NVCC_FLAGS = ["-std=c++20", "-O3", "--expt-relaxed-constexpr", "-gencode=arch=compute_90a,code=sm_90a"]
 
 device_sources = sorted(CUDA_DIR.glob("*.cu"))
+# Standalone diagnostic programs the benchmark notes ran on the lent GPU (each says how to build it).
+diagnostic_sources = sorted((ROOT / "docs").rglob("*.cu"))
 wrapper_sources = sorted(CUDA_DIR.glob("*.cpp"))
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
 
@@ -49,6 +51,14 @@ def test_device_code_compiles_for_sm90a(source, tmp_path):
     assert result.returncode == 0, result.stderr
     serialized = [line for line in result.stderr.splitlines() if "C7514" in line]
     assert not serialized, "ptxas serializes wgmma products:\n" + "\n".join(serialized)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("source", diagnostic_sources, ids=names(diagnostic_sources))
+def test_diagnostic_programs_compile_for_sm90a(source, tmp_path):
+    result = subprocess.run([NVCC, "-std=c++17", "-O2", "-arch=sm_90a", "-c", str(source), "-o",
+                             str(tmp_path / "out.o")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
 
 
 @needs_nvcc
