@@ -226,7 +226,10 @@ __global__ void __launch_bounds__(256, 1) mla_attention_mma_kernel(MlaAttentionL
 
 // ---------------------------------------------------------------------------------------------
 // Split combine (split_combine.cuh): one thread per entry row and 4 value columns, so a decode step's few
-// hundred rows still spread over the whole GPU; a block's first threads weigh its rows' splits first.
+// hundred rows still spread over the whole GPU. Each thread loads every split's partial of its columns, and a
+// block's first threads every split's lse of its rows, before any is used: one round trip to L2 for all of them
+// (the partials of splits with nothing visible are loaded too, and weigh 0). The kernel is built for at most N
+// splits (8, 16 or 32), so that its registers hold no more partials than the launch has.
 
 constexpr int kCombineThreads = 256;
 
@@ -235,20 +238,33 @@ __host__ __device__ inline int combine_rows_per_block(const MlaAttentionLaunch& 
   return kCombineThreads / static_cast<int>(p.kv_lora / 4);
 }
 
-template <typename T>
+template <typename T, int N>
 __global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(MlaAttentionLaunch p) {
   extern __shared__ float combine_smem[];  // [rows][splits] weights, then [rows] 1 / their sums
   const int groups = static_cast<int>(p.kv_lora / 4);
   const int rows = combine_rows_per_block(p);
   const int64_t first = static_cast<int64_t>(blockIdx.x) * rows, rows_total = p.tokens * p.heads;
   float* inv = combine_smem + rows * p.splits;
+  const int r = threadIdx.x / groups, col = (threadIdx.x % groups) * 4;
+  const int64_t row = first + r;
+  const bool active = row < rows_total;
+  float4 x[N];
+#pragma unroll
+  for (int z = 0; z < N; ++z) {
+    x[z] = active && z < p.splits ? split_combine::global_partial(p, z, row, col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
   if (threadIdx.x < rows && first + threadIdx.x < rows_total) {
-    inv[threadIdx.x] = split_combine::row_weights(p, first + threadIdx.x, combine_smem + threadIdx.x * p.splits);
+    inv[threadIdx.x] = split_combine::row_weights<N>(p, first + threadIdx.x, combine_smem + threadIdx.x * p.splits);
   }
   __syncthreads();
-  const int r = threadIdx.x / groups;
-  if (first + r >= rows_total) return;
-  split_combine::combine_columns<T, 1>(p, first + r, (threadIdx.x % groups) * 4, 0, combine_smem + r * p.splits, inv[r]);
+  if (!active) return;
+  const float* w = combine_smem + r * p.splits;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+  for (int z = 0; z < N; ++z) {
+    if (z < p.splits && w[z] != 0.0f) split_combine::add_split(acc, w[z], x[z]);
+  }
+  split_combine::store4<T>(static_cast<T*>(p.out) + row * p.kv_lora + col, acc, inv[r]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -356,7 +372,14 @@ cudaError_t launch_combine(const MlaAttentionLaunch& p, cudaStream_t stream) {
   const int rows = combine_rows_per_block(p);
   const auto blocks = static_cast<unsigned>(ceil_div(p.tokens * p.heads, rows));
   const size_t smem = rows * (p.splits + 1) * sizeof(float);
-  mla_combine_kernel<T><<<blocks, kCombineThreads, smem, stream>>>(p);
+  static_assert(kMaxSplits == 32, "the combine kernel's builds cover 8, 16 and 32 splits");
+  if (p.splits <= 8) {
+    mla_combine_kernel<T, 8><<<blocks, kCombineThreads, smem, stream>>>(p);
+  } else if (p.splits <= 16) {
+    mla_combine_kernel<T, 16><<<blocks, kCombineThreads, smem, stream>>>(p);
+  } else {
+    mla_combine_kernel<T, kMaxSplits><<<blocks, kCombineThreads, smem, stream>>>(p);
+  }
   return cudaGetLastError();
 }
 

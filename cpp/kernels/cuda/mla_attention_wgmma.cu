@@ -527,8 +527,8 @@ bool cache_tensor_map(const MlaAttentionLaunch& p, CUtensorMap& map) {
   return p.block_size % kTokens == 0 && encode_swizzled_map(map, p.cache, p.dtype, p.cache_rows, kDim, kTokens);
 }
 
-// Clusters hold at most 8 blocks portably: more splits leave partials for the combine kernel.
-constexpr int kMaxClusterSplits = 8;
+// More splits than a cluster holds leave partials for the combine kernel.
+constexpr int kMaxClusterSplits = mla_cluster_combine::kMaxSplits;
 
 // How many clusters of `splits` blocks of `kernel` (launched as `config`) the current device holds at once, asked
 // once per device and split count (0 where it holds none, or the device cannot say).

@@ -16,13 +16,15 @@ namespace mtpserve::kernels::cuda::mla_cluster_combine {
 using mla_tile::ceil_div;
 using mla_tile::TileWork;
 
+constexpr int kMaxSplits = 8;  // clusters hold at most 8 blocks portably
+
 // Floats per received row of KV values: the pad spreads a warp's 8 rows over the banks.
 constexpr int received_stride(int kv) { return kv + 8; }
 
 // What an owner receives (rows, their lse, then its rows' weights and inverse sums) fits in `bytes` of shared
 // memory at every split count a cluster takes.
 constexpr bool received_fits(int kv, int bytes) {
-  for (int splits = 2; splits <= 8; ++splits) {
+  for (int splits = 2; splits <= kMaxSplits; ++splits) {
     const int capacity = (mla_tile::kTileEntries + splits - 1) / splits;
     if (splits * capacity * (received_stride(kv) + 1 + 1) * 4 + capacity * 4 > bytes) return false;
   }
@@ -101,7 +103,7 @@ __device__ __forceinline__ void combine_received(const MlaAttentionLaunch& p, co
   float* inv = weights + rows * splits;
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
     const auto lse = [&](int sender) { return *reinterpret_cast<const float*>(at(from.lse(splits, sender, r))); };
-    inv[r] = split_combine::weights(splits, lse, weights + r * splits);
+    inv[r] = split_combine::weights<kMaxSplits>(splits, lse, weights + r * splits);
   }
   __syncthreads();
   const int lane = threadIdx.x & 31;

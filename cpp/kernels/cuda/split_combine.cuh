@@ -12,48 +12,62 @@
 
 namespace mtpserve::kernels::cuda::split_combine {
 
-constexpr int kBatch = 8;  // splits whose loads are issued before any is used
+constexpr int kBatch = 8;  // splits whose partials the in-kernel combine loads before it uses any
 
-// A row's split weights into w[0, splits) from `lse(z)`: 2^(lse_z - max), 0 for a split with nothing visible to
-// the row (lse = -inf, its partial never written). Returns 1 / their sum, 0 when every split is empty.
-template <typename Lse>
+// A row's split weights into w[0, splits) from `lse(z)`, for at most N splits, all read before any is used:
+// 2^(lse_z - max), 0 for a split with nothing visible to the row (lse = -inf, its partial never written). Returns
+// 1 / their sum, 0 when every split is empty.
+template <int N, typename Lse>
 __device__ __forceinline__ float weights(int splits, const Lse& lse, float* w) {
+  float e[N];
+#pragma unroll
+  for (int z = 0; z < N; ++z) e[z] = z < splits ? lse(z) : -INFINITY;
   float top = -INFINITY;
-  for (int z0 = 0; z0 < splits; z0 += kBatch) {
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      if (z0 + j < splits) w[z0 + j] = lse(z0 + j);
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      if (z0 + j < splits) top = fmaxf(top, w[z0 + j]);
-    }
-  }
+  for (int z = 0; z < N; ++z) top = fmaxf(top, e[z]);
   float total = 0.0f;
-  for (int z = 0; z < splits; ++z) {
-    w[z] = w[z] == -INFINITY ? 0.0f : exp2f(w[z] - top);
-    total += w[z];
+#pragma unroll
+  for (int z = 0; z < N; ++z) {
+    if (z < splits) {
+      w[z] = e[z] == -INFINITY ? 0.0f : exp2f(e[z] - top);
+      total += w[z];
+    }
   }
   return total > 0.0f ? 1.0f / total : 0.0f;
 }
 
-// Row `row`'s weights, its lse from global memory.
+// Row `row`'s weights (at most N splits), its lse from global memory.
+template <int N>
 __device__ __forceinline__ float row_weights(const MlaAttentionLaunch& p, int64_t row, float* w) {
   const int64_t rows_total = p.tokens * p.heads;
-  return weights(p.splits, [&](int z) { return __ldcg(p.lse + z * rows_total + row); }, w);
+  return weights<N>(p.splits, [&](int z) { return __ldcg(p.lse + z * rows_total + row); }, w);
 }
 
-// Four value columns in T (16-bit: one 8-byte store, so a warp's stores fill whole sectors).
+// Split z's four fp32 values at column `col` of row `row`'s partial, from global memory.
+__device__ __forceinline__ float4 global_partial(const MlaAttentionLaunch& p, int z, int64_t row, int col) {
+  return __ldcg(reinterpret_cast<const float4*>(p.partial + (z * p.tokens * p.heads + row) * p.kv_lora + col));
+}
+
+// acc += w x for one split's four values: explicit fmaf, so every caller rounds alike.
+__device__ __forceinline__ void add_split(float4& acc, float w, const float4& x) {
+  acc.x = fmaf(w, x.x, acc.x);
+  acc.y = fmaf(w, x.y, acc.y);
+  acc.z = fmaf(w, x.z, acc.z);
+  acc.w = fmaf(w, x.w, acc.w);
+}
+
+// Four value columns of the summed splits times 1 / the weights' sum, in T (16-bit: one 8-byte store, so a warp's
+// stores fill whole sectors).
 template <typename T>
-__device__ __forceinline__ void store4(T* out, const float4& v) {
+__device__ __forceinline__ void store4(T* out, const float4& acc, float inv) {
   static_assert(sizeof(T) == 2, "the split KV runs on the tensor-core kernels: bf16 or fp16");
-  *reinterpret_cast<uint2*>(out) = make_uint2(mla_tile::pack2<T>(v.x, v.y), mla_tile::pack2<T>(v.z, v.w));
+  *reinterpret_cast<uint2*>(out) = make_uint2(mla_tile::pack2<T>(acc.x * inv, acc.y * inv),
+                                              mla_tile::pack2<T>(acc.z * inv, acc.w * inv));
 }
 
 // Value columns [col + step v, col + step v + 4) for v < V of one row into `out` (the row's output), from its
-// weights `w`, 1 / their sum and `partial(z, c)`, the four fp32 values of split z's partial at column c: explicit
-// fmaf, splits in order, so every V and caller rounds alike. Lanes of a warp given consecutive `col`s read and
-// write contiguous runs.
+// weights `w`, 1 / their sum and `partial(z, c)`, the four fp32 values of split z's partial at column c, in split
+// order. Lanes of a warp given consecutive `col`s read and write contiguous runs.
 template <typename T, int V, typename Partial>
 __device__ __forceinline__ void combine(int splits, const Partial& partial, T* out, int col, int step, const float* w,
                                         float inv) {
@@ -74,30 +88,11 @@ __device__ __forceinline__ void combine(int splits, const Partial& partial, T* o
       const int z = z0 + j;
       if (z >= splits || w[z] == 0.0f) continue;
 #pragma unroll
-      for (int v = 0; v < V; ++v) {
-        acc[v].x = fmaf(w[z], x[j][v].x, acc[v].x);
-        acc[v].y = fmaf(w[z], x[j][v].y, acc[v].y);
-        acc[v].z = fmaf(w[z], x[j][v].z, acc[v].z);
-        acc[v].w = fmaf(w[z], x[j][v].w, acc[v].w);
-      }
+      for (int v = 0; v < V; ++v) add_split(acc[v], w[z], x[j][v]);
     }
   }
 #pragma unroll
-  for (int v = 0; v < V; ++v) {
-    store4<T>(out + col + v * step, make_float4(acc[v].x * inv, acc[v].y * inv, acc[v].z * inv, acc[v].w * inv));
-  }
-}
-
-// combine() of row `row`, its partials from global memory.
-template <typename T, int V>
-__device__ __forceinline__ void combine_columns(const MlaAttentionLaunch& p, int64_t row, int col, int step,
-                                                const float* w, float inv) {
-  const int64_t rows_total = p.tokens * p.heads;
-  const int kv = static_cast<int>(p.kv_lora);
-  const auto partial = [&](int z, int c) {
-    return __ldcg(reinterpret_cast<const float4*>(p.partial + (z * rows_total + row) * kv + c));
-  };
-  combine<T, V>(p.splits, partial, static_cast<T*>(p.out) + row * kv, col, step, w, inv);
+  for (int v = 0; v < V; ++v) store4<T>(out + col + v * step, acc[v], inv);
 }
 
 }  // namespace mtpserve::kernels::cuda::split_combine
