@@ -40,7 +40,8 @@ done
 
 put() {  # put <version>: A's files, then that version's own
   for f in $files; do cp "$saved/$f" "$f"; done
-  [ "$1" = A ] || (cd "${folder_of[$1]}" && find . -type f | sed 's|^\./||' | while read -r f; do cp "$f" "$OLDPWD/$f"; done)
+  [ "$1" = A ] && return
+  (cd "${folder_of[$1]}" && find . -type f | sed 's|^\./||' | while read -r f; do cp "$f" "$OLDPWD/$f"; done)
 }
 
 STAGES=none bash scripts/gpu_check.sh > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
