@@ -248,23 +248,16 @@ __global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(MlaAttenti
   const int r = threadIdx.x / groups, col = (threadIdx.x % groups) * 4;
   const int64_t row = first + r;
   const bool active = row < rows_total;
-  float4 x[N];
-#pragma unroll
-  for (int z = 0; z < N; ++z) {
-    x[z] = active && z < p.splits ? split_combine::global_partial(p, z, row, col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  }
+  float4 x[N][1];
+  const auto partial = [&](int z, int c) { return split_combine::global_partial(p, z, row, c); };
+  split_combine::load_partials(active ? p.splits : 0, partial, col, 0, x);
   if (threadIdx.x < rows && first + threadIdx.x < rows_total) {
     inv[threadIdx.x] = split_combine::row_weights<N>(p, first + threadIdx.x, combine_smem + threadIdx.x * p.splits);
   }
   __syncthreads();
   if (!active) return;
-  const float* w = combine_smem + r * p.splits;
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-  for (int z = 0; z < N; ++z) {
-    if (z < p.splits && w[z] != 0.0f) split_combine::add_split(acc, w[z], x[z]);
-  }
-  split_combine::store4<T>(static_cast<T*>(p.out) + row * p.kv_lora + col, acc, inv[r]);
+  split_combine::store_combined<T>(p.splits, x, combine_smem + r * p.splits, inv[r],
+                                   static_cast<T*>(p.out) + row * p.kv_lora, col, 0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -111,8 +111,10 @@ __device__ __forceinline__ void combine_received(const MlaAttentionLaunch& p, co
     const auto partial = [&](int sender, int c) {
       return *reinterpret_cast<const float4*>(at(from.row(sender, r) + 4u * c));
     };
+    float4 x[kMaxSplits][KV / 128];
+    split_combine::load_partials(splits, partial, 4 * lane, 128, x);
     T* out = static_cast<T*>(p.out) + (w.out_row + first + r) * KV;
-    split_combine::combine<T, KV / 128>(splits, partial, out, 4 * lane, 128, weights + r * splits, inv[r]);
+    split_combine::store_combined<T>(splits, x, weights + r * splits, inv[r], out, 4 * lane, 128);
   }
 }
 

@@ -3,16 +3,14 @@
 // in split order. One arithmetic serves the combine kernel (mla_attention.cu), which reads the partials from
 // global memory, and the Hopper kernel's in-kernel combine (mla_cluster_combine.cuh), which reads them from its
 // shared memory, where the cluster's blocks sent them: a row's output does not depend on which of the two ran it.
-// Both first put each row's weights in shared memory, then sum the partials column by column. Global loads go
-// through L2 (ld.cg).
+// Both put each row's weights in shared memory and load every split's partial of a thread's columns, then sum the
+// partials column by column. Global loads go through L2 (ld.cg).
 #include <cmath>
 
 #include "kernels/cuda/mla_attention.cuh"
 #include "kernels/cuda/mla_attention_tile.cuh"
 
 namespace mtpserve::kernels::cuda::split_combine {
-
-constexpr int kBatch = 8;  // splits whose partials the in-kernel combine loads before it uses any
 
 // A row's split weights into w[0, splits) from `lse(z)`, for at most N splits, all read before any is used:
 // 2^(lse_z - max), 0 for a split with nothing visible to the row (lse = -inf, its partial never written). Returns
@@ -65,31 +63,33 @@ __device__ __forceinline__ void store4(T* out, const float4& acc, float inv) {
                                               mla_tile::pack2<T>(acc.z * inv, acc.w * inv));
 }
 
-// Value columns [col + step v, col + step v + 4) for v < V of one row into `out` (the row's output), from its
-// weights `w`, 1 / their sum and `partial(z, c)`, the four fp32 values of split z's partial at column c, in split
-// order. Lanes of a warp given consecutive `col`s read and write contiguous runs.
-template <typename T, int V, typename Partial>
-__device__ __forceinline__ void combine(int splits, const Partial& partial, T* out, int col, int step, const float* w,
-                                        float inv) {
+// Every split's four fp32 values at columns col + step v (v < V) of one row, from `partial(z, c)`, into x: all
+// loaded before any is used, so the loads make one round trip to where the partials are. Splits from `splits` to
+// N load nothing (they are never summed).
+template <int N, int V, typename Partial>
+__device__ __forceinline__ void load_partials(int splits, const Partial& partial, int col, int step,
+                                              float4 (&x)[N][V]) {
+#pragma unroll
+  for (int z = 0; z < N; ++z) {
+#pragma unroll
+    for (int v = 0; v < V; ++v) x[z][v] = z < splits ? partial(z, col + v * step) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+}
+
+// The row's value columns [col + step v, col + step v + 4) for v < V into `out` (the row's output): the splits'
+// partials x summed in split order with their weights w, skipping those of weight 0 (their partials may never have
+// been written), times `inv`, 1 / the weights' sum. Lanes of a warp given consecutive `col`s write contiguous runs.
+template <typename T, int N, int V>
+__device__ __forceinline__ void store_combined(int splits, const float4 (&x)[N][V], const float* w, float inv, T* out,
+                                               int col, int step) {
   float4 acc[V];
 #pragma unroll
   for (int v = 0; v < V; ++v) acc[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (int z0 = 0; z0 < splits; z0 += kBatch) {
-    float4 x[kBatch][V];
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int z = z0 + j;
-      const bool used = z < splits && w[z] != 0.0f;
+  for (int z = 0; z < N; ++z) {
+    if (z >= splits || w[z] == 0.0f) continue;
 #pragma unroll
-      for (int v = 0; v < V; ++v) x[j][v] = used ? partial(z, col + v * step) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int z = z0 + j;
-      if (z >= splits || w[z] == 0.0f) continue;
-#pragma unroll
-      for (int v = 0; v < V; ++v) add_split(acc[v], w[z], x[j][v]);
-    }
+    for (int v = 0; v < V; ++v) add_split(acc[v], w[z], x[z][v]);
   }
 #pragma unroll
   for (int v = 0; v < V; ++v) store4<T>(out + col + v * step, acc[v], inv);
