@@ -2,8 +2,8 @@
 # Run on the lent GPU machine (device tool, carry .whl: cp312 manylinux wheels of the dependencies that machine
 # lacks, as scripts/device_wheels.sh downloads them: the build backend, the serving stack, grpcio, openai with
 # httpx2 and truststore, and fastapi with opentelemetry-api, without which the OpenAI tests do not collect or
-# fail): builds mtpserve with its CUDA kernels against that
-# machine's torch (no build isolation, nothing downloaded), then runs the stages named in $STAGES
+# fail): builds mtpserve with its CUDA kernels against that machine's torch (no build isolation, nothing
+# downloaded), then runs the stages named in $STAGES
 # (default: all of them; TESTS narrows the test stage to some files) and leaves everything in $OUT:
 #   test      the GPU test suite: every test marked `cuda` (kernels against their CPU references, parity
 #             with transformers on the GPU, greedy MTP vs no MTP, device sampling, serving from the GPU)
