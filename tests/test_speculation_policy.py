@@ -415,6 +415,19 @@ def test_with_deferred_fills_a_new_sequence_of_a_class_whose_drafts_fail_retires
     assert_a_failing_class_retires_new_sequences_at_their_first_plan(retiring_policy(8))
 
 
+def test_a_class_is_taken_at_its_word_from_about_as_many_verifications_as_prove_a_sequence():
+    """Twenty verifications of draft 1, what two requests give at batch 1 before they retire, make a class's record
+    known: a new sequence of a failing class then retires at its first plan. Ten, one request's, do not. (Known only
+    from 64, the record took some ten requests at batch 1, and each paid its prompt's fill and its steps before
+    retiring.)"""
+    for policy in (gpu_like_policy(), retiring_policy(8)):
+        policy.plan([(i, K_MAX, 100, False, 0, HOT) for i in range(8)])
+        feed_acceptance(policy, 0, 0, times=10)
+        assert not any(policy.plan([(100 + i, K_MAX, 100, False, 0, HOT) for i in range(8)])[2])
+        feed_acceptance(policy, 1, 0, times=10)
+        assert all(policy.plan([(200 + i, K_MAX, 100, False, 0, HOT) for i in range(8)])[2])
+
+
 def test_a_class_measured_anew_is_trusted_again_for_as_many_new_sequences():
     """Once the class's new record is known, the next class_trust new sequences retire again, every one. (A record
     that instead weighed a little less with each new sequence hovered at the threshold once it had fallen below it:

@@ -19,9 +19,11 @@ constexpr double kSequencePrior = 4.0;
 // Before any observation: one pseudo-observation, at even odds for draft 1 and at the estimate of the position
 // before for the others.
 constexpr double kEnginePrior = 1.0;
-// A class's record is taken at its word from this many verifications of draft 1 (a batch of 32 retiring after
-// its first 6 steps leaves some 190).
-constexpr double kClassKnown = 64.0;
+// A class's record is taken at its word from this many verifications of draft 1: about as many as prove a
+// sequence's own record (weight 2 * kSequencePrior, forgetting 0.9), and it is taken one standard error high. At
+// batch 1 a request retires after a few verifications of its own, so 64 took some ten requests, each paying its
+// prompt's fill and its steps before retiring (offline at temperature 1.5, three or six requests in all).
+constexpr double kClassKnown = 16.0;
 
 // Positions 1..accepted were accepted; position accepted + 1, if drafted, was the first rejected; later ones were
 // never tested.
