@@ -66,16 +66,36 @@ def test_warmup_cycles_k_in_each_batch_size_bucket_and_probes_recur():
     assert probes == [(policy.probe_interval * (2 ** (p + 1) - 1) - 1, p + 1) for p in range(3)]
 
 
-def test_at_k0_with_deferred_fills_probes_keep_their_interval():
-    """Nothing between probes measures the drafting there: a stale estimate must not make probes rarer."""
+def k0_probe_steps(per_row, draft_fixed, per_recursion, plans):
+    """A batch of 4 whose drafts are always rejected, with deferred fills, past its warm-up: the plans that draft."""
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
     batch = candidates(4)
     past_warmup(policy, batch)
-    feed_costs(policy, 4, per_row=1e-3)
+    feed_costs(policy, 4, per_row=per_row, draft_fixed=draft_fixed, per_recursion=per_recursion)
     feed_acceptance(policy, 0, 0)
-    ks = [policy.plan(batch)[0] for _ in range(4 * policy.probe_interval)]
-    bursts = [policy.probe_interval * (p + 1) - K_MAX + j for p in range(4) for j in range(K_MAX)]
-    assert [i for i, k in enumerate(ks) if k != 0] == bursts
+    ks = [policy.plan(batch)[0] for _ in range(plans)]
+    return [i for i, k in enumerate(ks) if k != 0]
+
+
+def bursts_every(interval, count):
+    """Bursts of k = 1..K_MAX, the first ending at step probe_interval - 1 (after the warm-up), each next `interval`
+    steps after the one before."""
+    ends = [_C.SpeculationPolicy.probe_interval - 1 + interval * b for b in range(count)]
+    return [end - K_MAX + 1 + j for end in ends for j in range(K_MAX)]
+
+
+def test_at_k0_with_deferred_fills_probes_are_paced_by_their_cost():
+    """Nothing between probes measures the drafting there, so a stale estimate must not make probes rarer; their cost
+    does. Where rows are dear, each burst after the first comes when the one before has taken probe_budget of the time
+    since: here a k = 1 / 2 / 3 step is 1.84 / 3.54 / 5.24 k = 0 steps by feed_costs's laws (1 ms a row and 1 ms a
+    step to verify; 0.2 ms a draft step, and 0.5 ms plus 1 ms a row for each recursion), 7.62 k = 0 steps more in all.
+    Where rows and drafts cost little (a burst 0.47 k = 0 steps more), every probe_interval."""
+    policy = _C.SpeculationPolicy
+    dear = round((0.840 + 2.539 + 4.237) / policy.probe_budget)
+    assert dear > policy.probe_interval
+    assert k0_probe_steps(1e-3, 2e-4, 5e-4, 3 * dear) == bursts_every(dear, 3)
+    interval = policy.probe_interval
+    assert k0_probe_steps(1e-5, 2e-5, 2e-5, 4 * interval) == bursts_every(interval, 4)
 
 
 def test_probes_keep_their_interval_while_another_k_is_estimated_close_to_the_choice():

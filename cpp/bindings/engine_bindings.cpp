@@ -72,6 +72,7 @@ void bind_policy(py::module_& m) {
            py::arg("fill_every") = 1)
       .def_property_readonly_static("warmup_rounds", [](py::object) { return SpeculationPolicy::kWarmupRounds; })
       .def_property_readonly_static("probe_interval", [](py::object) { return SpeculationPolicy::kProbeInterval; })
+      .def_property_readonly_static("probe_budget", [](py::object) { return SpeculationPolicy::kProbeBudget; })
       .def_property_readonly_static("retire_streak", [](py::object) { return SpeculationPolicy::kRetireStreak; })
       .def_property_readonly_static("class_trust", [](py::object) { return AcceptanceStats::kClassTrust; })
       .def(

@@ -57,7 +57,8 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   const auto reach = reaches(candidates);
   const Choice choice = best(candidates, reach, others);
   const DraftPlan& estimated = choice.plan;
-  DraftPlan chosen = probe(bucket, candidates, choice).value_or(estimated);
+  const Load load = load_of(candidates, others);
+  DraftPlan chosen = probe(bucket, candidates, load, choice).value_or(estimated);
   if (fill_every_ == 1) {  // nothing is deferred: nothing waits or drops
     retire_by_batch(candidates, reach, others, estimated, chosen);
     return chosen;
@@ -65,7 +66,6 @@ DraftPlan SpeculationPolicy::plan(const std::vector<DraftCandidate>& candidates,
   // Sequences whose drafts fail take none, probes included (a probe would only catch them up), and
   // retire once their stash is full. What waits for a sequence the estimate gives no drafts is dropped,
   // not caught up.
-  const Load load = load_of(candidates, others);
   const bool always_pays = drafting_pays(load.seqs, load.context, always_accepted_);
   const std::vector<bool> fail = failing(candidates, load, always_pays, estimated);
   for (size_t s = 0; s < candidates.size(); ++s) {
@@ -133,7 +133,7 @@ void SpeculationPolicy::retire_by_batch(const std::vector<DraftCandidate>& candi
 }
 
 std::optional<DraftPlan> SpeculationPolicy::probe(Bucket& bucket, const std::vector<DraftCandidate>& candidates,
-                                                  const Choice& choice) const {
+                                                  const Load& load, const Choice& choice) const {
   // Probes run the k's other than the last chosen one (that one is measured anyway): one per interval,
   // in turn; all of them in a row where the drafting cost goes unmeasured between probes (k = 0
   // with deferred fills), so that the first, which catches up, is followed by plain drafting steps.
@@ -141,15 +141,18 @@ std::optional<DraftPlan> SpeculationPolicy::probe(Bucket& bucket, const std::vec
   const int64_t phase = bucket.since_probe++ - (bucket.probe_interval - burst);
   const DraftPlan& estimated = choice.plan;
   if (phase < 0) {
+    // At k = 0 with deferred fills the steps between probes measure nothing of the drafting (neither its cost nor
+    // its acceptance): there the probes keep a pace set by their cost, whatever the estimate says.
+    const bool unmeasured_between = estimated.step_k == 0 && fill_every_ > 1;
     if (bucket.judging) {  // the first estimate with the probes' measurements in it
-      // At k = 0 with deferred fills the steps between probes measure nothing of the drafting (neither its
-      // cost nor its acceptance): there the probes keep their pace whatever the estimate says.
-      const bool measured_between = estimated.step_k > 0 || fill_every_ == 1;
-      bucket.probe_interval = choice.clear && measured_between ? std::min(2 * bucket.probe_interval, kMaxProbeInterval)
-                                                               : kProbeInterval;
+      bucket.probe_interval = unmeasured_between ? paced_interval(load)
+                              : choice.clear     ? std::min(2 * bucket.probe_interval, kMaxProbeInterval)
+                                                 : kProbeInterval;
       bucket.judging = false;
     }
-    if (estimated.step_k != bucket.chosen_k) bucket.probe_interval = kProbeInterval;
+    if (estimated.step_k != bucket.chosen_k) {
+      bucket.probe_interval = unmeasured_between ? paced_interval(load) : kProbeInterval;
+    }
     bucket.chosen_k = estimated.step_k;
     return std::nullopt;
   }
@@ -347,16 +350,34 @@ double SpeculationPolicy::drafting_gain(int64_t seqs, double context, const std:
   const auto n = static_cast<double>(seqs);
   const Estimate base = estimate({seqs, 0, n, context, n, fills(0) && !unfilled ? n : 0.0, 0});
   if (base.seconds <= 0) return kUnbounded;  // no timings yet: no evidence that it does not pay
-  double tokens = n, gain = 0;
+  double gain = 0;
   for (int64_t k = 1; k <= k_max_; ++k) {
-    tokens += n * reach[k];
-    const Estimate e = estimate({seqs, k, n * static_cast<double>(1 + k), context + n * static_cast<double>(k), tokens,
-                                 tokens, n * static_cast<double>(k - 1)});
+    const Estimate e = estimate(drafting_work(seqs, context, reach, k));
     // A step that verifies drafts does at least the work of one that does not. Where the fits' noise (a k's
     // offset) says otherwise, that must not pass for a gain: drafts that are never accepted would seem to pay.
     gain = std::max(gain, e.tokens / (base.tokens * std::max(e.seconds, base.seconds)) * base.seconds);
   }
   return gain;
+}
+
+SpeculationPolicy::StepWork SpeculationPolicy::drafting_work(int64_t seqs, double context,
+                                                             const std::vector<double>& reach, int64_t k) {
+  const auto n = static_cast<double>(seqs);
+  const double tokens = n * expected_tokens(reach, k);
+  return {seqs, k, n * static_cast<double>(1 + k), context + n * static_cast<double>(k), tokens, tokens,
+          n * static_cast<double>(k - 1)};
+}
+
+int64_t SpeculationPolicy::paced_interval(const Load& load) const {
+  const auto n = static_cast<double>(load.seqs);
+  const double k0 = estimate({load.seqs, 0, n, load.context, n, 0.0, 0}).seconds;  // its fill deferred
+  if (k0 <= 0) return kProbeInterval;
+  const auto reach = reach_of(acceptance_.engine());
+  double extra = 0;  // the burst's time over as many k = 0 steps, in k = 0 steps
+  for (int64_t k = 1; k <= k_max_; ++k) {
+    extra += std::max(0.0, estimate(drafting_work(load.seqs, load.context, reach, k)).seconds / k0 - 1);
+  }
+  return std::clamp<int64_t>(std::llround(extra / kProbeBudget), kProbeInterval, kMaxProbeInterval);
 }
 
 SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftCandidate>& candidates,

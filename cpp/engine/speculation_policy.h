@@ -23,9 +23,9 @@
 // cycled k other than the one it chose last, so that a cost or an acceptance it has stopped observing cannot
 // go stale (StepCostModel forgets per step, not per sample, so a probe's fresh timing outweighs stale ones).
 // While the probes find the choice clearly right (kProbeMargin), each doubles the interval, up to
-// kMaxProbeInterval; a change of choice brings it back. Not at k = 0 with deferred fills, where nothing between
-// probes measures the drafting. (Where drafts are rejected, a burst of k = 1..3 costs about three steps' worth
-// of tokens at batch 1 on a CPU: some 6% of the steps at one burst per 50.)
+// kMaxProbeInterval; a change of choice brings it back. At k = 0 with deferred fills, where nothing between probes
+// measures the drafting, the probes instead keep a pace at which their bursts of k = 1..k_max take at most
+// kProbeBudget of the time more than k = 0 steps would (by the cost model's estimate, kProbeInterval at the least).
 //
 // Where fills are deferred (EngineConfig::deferred_fill_positions; a CPU by default), a sequence given no
 // drafts stashes its MTP fill instead of running it.
@@ -134,6 +134,12 @@ class SpeculationPolicy {
   // on a shared CPU move by 5-10% from step to step, and the acceptance of a position the chosen k does
   // not draft rests on the probes' few samples.
   static constexpr double kProbeMargin = 0.1;
+  // At k = 0 with deferred fills: the share of the time that the probe bursts may add (see above). At batch 64 on a
+  // CPU a burst takes about four k = 0 steps more (a k = 1 / 2 / 3 step is 1.9 / 2.3 / 3.0 of one), so one burst per
+  // kProbeInterval made a run that drafted only on its probes 3.4% slower than k = 0; paced, batch 64 gained about 3%
+  // of k = 0's TPOT. A budget of 1% gained no more there, and would take twice as long to leave k = 0 where drafting
+  // comes to pay.
+  static constexpr double kProbeBudget = 0.02;
   // Where every step fills: the failed plans in a row after which a sequence retires (see above).
   static constexpr int64_t kRetireStreak = 6;
   // Where every step fills: how much better than a step without MTP a sequence's drafts must be, were every
@@ -234,6 +240,10 @@ class SpeculationPolicy {
   // The best such k's tokens per second over k = 0's (unbounded before any timing).
   // `unfilled`: against k = 0 without any MTP fill (what retiring them all would give), not k = 0 as it runs.
   double drafting_gain(int64_t seqs, double context, const std::vector<double>& reach, bool unfilled = false) const;
+  // A step of `seqs` sequences (`context` tokens in all) that all draft k >= 1 with these reach probabilities.
+  static StepWork drafting_work(int64_t seqs, double context, const std::vector<double>& reach, int64_t k);
+  // The probe interval at k = 0 with deferred fills (see kProbeBudget), at `load`.
+  int64_t paced_interval(const Load& load) const;
   // Where every step fills: counts the candidates' failed plans (the `estimated` plan priced below k = 0
   // without a fill) and retires those with kRetireStreak in a row (see above).
   void retire_by_batch(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
@@ -267,7 +277,7 @@ class SpeculationPolicy {
   };
   // The probe plan where the bucket's schedule is due one (see above); otherwise none, and the bucket's
   // chosen k and probe interval follow `choice`.
-  std::optional<DraftPlan> probe(Bucket& bucket, const std::vector<DraftCandidate>& candidates,
+  std::optional<DraftPlan> probe(Bucket& bucket, const std::vector<DraftCandidate>& candidates, const Load& load,
                                  const Choice& choice) const;
   std::vector<Bucket> buckets_;  // per batch-size bucket
   struct Streak {
