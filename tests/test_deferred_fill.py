@@ -213,3 +213,31 @@ def test_seeded_sampling_is_unchanged_by_deferral(tiny_model_dir):
             llm.shutdown()
     assert got[0] == got[1]
     assert skipped[0] > 0 == skipped[1]
+
+
+def test_a_new_sequence_of_a_known_class_stashes_its_fills_from_its_first_decode_step(tiny_model_dir):
+    """A sequence given no drafts stashes its fill once its acceptance is known; until then the fill runs, its draft 1
+    measuring the sequence. Where its sampling class's record is known, the sequence is known from the start: at k = 0
+    its fill waits on every decode step. In a fresh engine (no record yet) the fill runs on its first decode steps.
+    (At batch 64 on a CPU, where no drafts paid, a batch of new greedy sequences filled on 5 of its 127 steps.)"""
+    short = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
+
+    def k0_batch(llm):
+        llm.core.engine.force_k_schedule([0])
+        before = llm.stats()
+        llm.generate(BATCHES[1], short)
+        after = llm.stats()
+        decode_steps = sum(after.spec.steps_by_k) - sum(before.spec.steps_by_k)
+        return after.fill_skipped_steps - before.fill_skipped_steps, decode_steps
+
+    fresh, known = adaptive(tiny_model_dir), adaptive(tiny_model_dir)
+    try:
+        skipped, decode_steps = k0_batch(fresh)
+        assert 0 < skipped < decode_steps - 1
+        known.core.engine.force_k_schedule([3])
+        known.generate(BATCHES[32], short)
+        skipped, decode_steps = k0_batch(known)
+        assert skipped == decode_steps - 1  # the last finishes the request: there is nothing to fill or skip
+    finally:
+        fresh.shutdown()
+        known.shutdown()

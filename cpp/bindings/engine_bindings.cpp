@@ -116,7 +116,8 @@ void bind_policy(py::module_& m) {
                                    int64_t accepted) { p.acceptance().record(seq_id, drafts, accepted); })
       .def("engine_acceptance", [](SpeculationPolicy& p) { return p.acceptance().engine(); })
       .def("sequence_acceptance",
-           [](SpeculationPolicy& p, int64_t seq_id) { return p.acceptance().sequence(seq_id); });
+           [](SpeculationPolicy& p, int64_t seq_id) { return p.acceptance().sequence(seq_id); })
+      .def("vouched_for", [](SpeculationPolicy& p, int64_t seq_id) { return p.acceptance().vouched_for(seq_id); });
 }
 
 // One prompt through the engine's forwards (tests): its greedy first token after the prefill, then

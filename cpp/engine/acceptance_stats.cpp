@@ -105,11 +105,16 @@ void AcceptanceStats::forget(int64_t seq_id) {
 
 void AcceptanceStats::classify(int64_t seq_id, int64_t sampling_class) { class_of_[seq_id] = sampling_class; }
 
-std::optional<std::vector<double>> AcceptanceStats::class_high(int64_t sampling_class) const {
+const AcceptanceStats::Counts* AcceptanceStats::known_class(int64_t sampling_class) const {
   const auto it = classes_.find(sampling_class);
-  if (it == classes_.end() || it->second.tried[0] < kClassKnown) return std::nullopt;
-  std::vector<double> p = mean(it->second);
-  for (int64_t j = 0; j < k_max_; ++j) p[j] = std::min(1.0, p[j] + standard_error(p[j], it->second.tried[j]));
+  return it == classes_.end() || it->second.tried[0] < kClassKnown ? nullptr : &it->second;
+}
+
+std::optional<std::vector<double>> AcceptanceStats::class_high(int64_t sampling_class) const {
+  const Counts* known = known_class(sampling_class);
+  if (known == nullptr) return std::nullopt;
+  std::vector<double> p = mean(*known);
+  for (int64_t j = 0; j < k_max_; ++j) p[j] = std::min(1.0, p[j] + standard_error(p[j], known->tried[j]));
   return p;
 }
 
@@ -154,6 +159,12 @@ std::vector<double> AcceptanceStats::measured(int64_t seq_id) const {
 bool AcceptanceStats::knows(int64_t seq_id) const { return draft_1_weight(seq_id) >= kSequencePrior; }
 
 bool AcceptanceStats::proven(int64_t seq_id) const { return draft_1_weight(seq_id) >= 2 * kSequencePrior; }
+
+bool AcceptanceStats::vouched_for(int64_t seq_id) const {
+  if (knows(seq_id)) return true;
+  const auto cls = class_of_.find(seq_id);
+  return cls != class_of_.end() && known_class(cls->second) != nullptr;
+}
 
 double AcceptanceStats::draft_1_weight(int64_t seq_id) const {
   auto it = sequences_.find(seq_id);

@@ -41,6 +41,9 @@ class AcceptanceStats {
   // Whether it weighs twice that (about 16 verifications): enough to judge its drafts against an estimate that
   // still favours them.
   bool proven(int64_t seq_id) const;
+  // Whether its acceptance is known from its own record (knows) or from its sampling class's, once that is known
+  // (class_high): a new sequence of a known class need not measure its own before it drafts.
+  bool vouched_for(int64_t seq_id) const;
 
   // A sequence's sampling class (SpeculationPolicy::sampling_class): its verifications from now on also count
   // towards its class's record, which forgets like the engine-wide one.
@@ -74,6 +77,8 @@ class AcceptanceStats {
   void age_undrafted(Counts& own, int64_t drafts) const;
   // The record under `key`, empty where there was none.
   Counts& entry(std::unordered_map<int64_t, Counts>& records, int64_t key) const;
+  // The class's record where it is known (kClassKnown verifications of draft 1), else none.
+  const Counts* known_class(int64_t sampling_class) const;
   // p[j] from the record, with one pseudo-observation of the prior (see acceptance_stats.cpp).
   std::vector<double> mean(const Counts& counts) const;
   // The weight of the sequence's own record of draft 1 (0 without one).

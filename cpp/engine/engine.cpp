@@ -737,8 +737,10 @@ std::vector<DraftRequest> Engine::defer_fills(std::vector<DraftRequest> requests
     if (retiring[i]) continue;
     Request& request = requests_.at(r.seq->id);
     const bool drafts = r.num_drafts > 0 && !unused[i];
-    // Until its acceptance is known, a sequence keeps filling: the fill's draft 1 measures it for free.
-    if (!drafts && stash_ && deferring[i] && decoded[i] && policy_->acceptance().knows(r.seq->id)) {
+    // Until its acceptance is known, a sequence keeps filling: the fill's draft 1 measures it. Its class's record,
+    // once known, stands in for it: at batch 64 on a CPU, where no drafts paid, each batch of new sequences otherwise
+    // filled on 5 of its 127 steps, 2% of its time.
+    if (!drafts && stash_ && deferring[i] && decoded[i] && policy_->acceptance().vouched_for(r.seq->id)) {
       auto row = stash_->push(r.seq->id, r.first_pair, r.num_pairs);
       if (!row && dropping[i]) {
         drop_stash(request);
