@@ -161,9 +161,10 @@ class SpeculationPolicy {
 
   DraftPlan plan(const std::vector<DraftCandidate>& candidates, NonDrafting others = {});
   // Whether a new sequence retires on arrival, before its prompt runs: where its first plan, with `others` beside
-  // it, would retire it by its sampling class's record (adaptive only; a forced schedule retires none). Classifies
-  // it in any case, so that its record counts towards its class's and its class's vouches for it. It then never fills the MTP cache, so its
-  // prompt may be served blocks whose MTP rows were never written (BlockManager::set_draft_layer).
+  // it, would retire it by its sampling class's record (adaptive only; a forced schedule retires none). One that
+  // retires never fills the MTP cache, so its prompt may be served blocks whose MTP rows were never written
+  // (BlockManager::set_draft_layer). Classifies the sequence in any case: its verifications count towards its
+  // class's record, and that record, once known, vouches for it (AcceptanceStats::vouched_for).
   bool retires_on_arrival(const DraftCandidate& c, NonDrafting others);
   // Tests only: the step's k of plan i is schedule[i % size] (within budgets, pinned or not), whatever
   // the kind; with `unpaid`, plan i drops the waiting positions of its unpinned sequences where
