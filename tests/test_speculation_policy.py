@@ -448,6 +448,18 @@ def test_a_class_is_taken_at_its_word_from_about_as_many_verifications_as_prove_
         assert all(policy.plan([(200 + i, K_MAX, 100, False, 0, HOT) for i in range(8)])[2])
 
 
+def test_a_class_judges_a_sequence_once_when_it_first_sees_it():
+    """Sequences first planned for before their class's record was known are not retired by it once it is: the
+    class's verdict rests on one plan's cost estimate and is for good, and their own records judge them instead,
+    over a streak of plans. New sequences beside them still retire at their first plan. (On a loaded CPU, a class
+    that became known a few steps into a request retired a sequence whose drafts were all accepted.)"""
+    for policy in (gpu_like_policy(), retiring_policy(8)):
+        early = [(100 + i, K_MAX, 100, False, 0, HOT) for i in range(4)]
+        assert not any(policy.plan(early + [(200 + i, K_MAX, 100, False, 0, HOT) for i in range(4)])[2])
+        classes_failing_record(policy, 0)
+        assert policy.plan(early + [(300 + i, K_MAX, 100, False, 0, HOT) for i in range(4)])[2] == [False] * 4 + [True] * 4
+
+
 def test_a_known_class_vouches_for_its_new_sequences_so_that_they_need_not_fill_to_measure_their_own():
     """With deferred fills, a sequence given no drafts still fills until its acceptance is known (the fill's draft 1
     measures it). A new sequence of a class whose record is known needs no such fills: the record vouches for it, as

@@ -103,7 +103,9 @@ void AcceptanceStats::forget(int64_t seq_id) {
   class_of_.erase(seq_id);
 }
 
-void AcceptanceStats::classify(int64_t seq_id, int64_t sampling_class) { class_of_[seq_id] = sampling_class; }
+bool AcceptanceStats::classify(int64_t seq_id, int64_t sampling_class) {
+  return class_of_.insert_or_assign(seq_id, sampling_class).second;
+}
 
 const AcceptanceStats::Counts* AcceptanceStats::known_class(int64_t sampling_class) const {
   const auto it = classes_.find(sampling_class);

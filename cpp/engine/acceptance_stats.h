@@ -46,8 +46,8 @@ class AcceptanceStats {
   bool vouched_for(int64_t seq_id) const;
 
   // A sequence's sampling class (SpeculationPolicy::sampling_class): its verifications from now on also count
-  // towards its class's record, which forgets like the engine-wide one.
-  void classify(int64_t seq_id, int64_t sampling_class);
+  // towards its class's record, which forgets like the engine-wide one. Whether it was of no class before.
+  bool classify(int64_t seq_id, int64_t sampling_class);
   // The class's p[j] plus one standard error, once its record of draft 1 weighs kClassKnown verifications;
   // before that, none.
   std::optional<std::vector<double>> class_high(int64_t sampling_class) const;

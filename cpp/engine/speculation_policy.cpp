@@ -330,8 +330,11 @@ bool SpeculationPolicy::class_fails(const DraftCandidate& c, const Load& load, b
 }
 
 std::optional<std::vector<double>> SpeculationPolicy::class_reach(const DraftCandidate& c) {
-  if (c.sampling_class >= 0) acceptance_.classify(c.seq_id, c.sampling_class);
-  if (c.pinned || c.sampling_class < 0 || acceptance_.knows(c.seq_id)) return std::nullopt;
+  // Only on its first sight: the class's verdict rests on one plan's cost estimate and retires for good. Judged
+  // again while their own records were young, sequences whose drafts were all accepted retired after 2-5 steps
+  // where a class had just become known and the step costs were noisy (a loaded CPU); their own records' test asks
+  // for a streak of failed plans.
+  if (c.sampling_class < 0 || !acceptance_.classify(c.seq_id, c.sampling_class) || c.pinned) return std::nullopt;
   const auto high = acceptance_.class_high(c.sampling_class);
   if (!high) return std::nullopt;
   return reach_of(*high);

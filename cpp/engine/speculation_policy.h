@@ -62,10 +62,10 @@
 //     nothing (a greedy GPU sweep fell from 5 of 8 to 2 of 8 concurrencies within 0.95x of the best fixed k).
 //     The streak asks for a sustained failure, not a few bad drafts.
 //
-// New sequences. A sequence whose own acceptance is not yet known retires at once (at its first plan, before
-// its prompt's fill) where its sampling class's record (AcceptanceStats::class_high: greedy, or its
-// temperature), even one standard error high, fails the test of its mode above; otherwise it fills until its
-// own record can retire it (on the H100 at temperature 1.5, its prompt's fill and the steps before retirement
+// New sequences. A new sequence retires at once (at its first plan, before its prompt's fill) where its sampling
+// class's record (AcceptanceStats::class_high: greedy, or its temperature), even one standard error high, fails
+// the test of its mode above; otherwise it fills until its own record can retire it, and its class does not
+// judge it again (on the H100 at temperature 1.5, its prompt's fill and the steps before retirement
 // cost 3-5% of a 128-token request; on a CPU it never retired within 64 tokens). Such sequences lean on the
 // class, which is measured anew every so many (AcceptanceStats::lean_on_class). The engine asks this of each
 // arriving sequence first (retires_on_arrival): one that retires then never fills, and may be served
@@ -229,7 +229,7 @@ class SpeculationPolicy {
   // Whether always-accepted drafts would emit more than 1 + kBlameMargin times the tokens of these, at k_max.
   bool poorly_accepted(const std::vector<double>& reach) const;
   // The reach probabilities of the record of a new sequence's sampling class, one standard error high, where the
-  // sequence has no record of its own yet (and is not pinned) and the class has one; none otherwise. Classifies
+  // sequence is seen for the first time (and is not pinned) and the class has one; none otherwise. Classifies
   // the sequence, so that its verifications count towards its class.
   std::optional<std::vector<double>> class_reach(const DraftCandidate& c);
   // Whether a new sequence retires at once by its class's record (class_reach) at `load`: its drafts would not
