@@ -313,8 +313,10 @@ bool SpeculationPolicy::acceptance_to_blame(const DraftCandidate& c, const Load&
 
 bool SpeculationPolicy::retires_on_arrival(const DraftCandidate& c, NonDrafting others) {
   if (kind_ != SpeculationPolicyKind::kAdaptive) return false;
-  if (c.sampling_class >= 0) acceptance_.classify(c.seq_id, c.sampling_class);
-  if (!schedule_.empty()) return false;
+  if (!schedule_.empty()) {
+    if (c.sampling_class >= 0) acceptance_.classify(c.seq_id, c.sampling_class);
+    return false;
+  }
   const Load load = load_of({c}, others);
   return class_fails(c, load, fill_every_ > 1 && drafting_pays(load.seqs, load.context, always_accepted_));
 }
