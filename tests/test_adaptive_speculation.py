@@ -86,7 +86,7 @@ def test_stops_and_logprobs_under_changing_k(tiny_model_dir, baseline):
 def deep_model_dir(tmp_path_factory):
     """The tiny model with 8 layers, not 3: there drafts that are all accepted emit about 2.5 times the tokens per
     second of a step without MTP at k = 3 on a CPU, not 1.7 times, a margin that a loaded CPU's noisy step costs do
-    not eat (with 3 layers, planned ahead, 3 runs in 16 retired the request within 6 steps beside two busy loops)."""
+    not eat (with 3 layers, planned ahead, 3 runs in 16 retired the request within 9 steps beside two busy loops)."""
     return write_tiny_model(tmp_path_factory.mktemp("deep_model"), num_hidden_layers=8)
 
 
