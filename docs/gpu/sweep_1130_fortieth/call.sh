@@ -8,6 +8,8 @@
 # same machine, warm) ran temperature 1.5 at c = 1, 2, 4, 8 with k = 0 and adaptive. Those three ran on 8fbc02b,
 # whose retires_on_arrival never retired a sequence; a fourth (t15_fixed, a fresh machine, on the fix) ran c = 2, 8.
 #   SHAREGPT=<held-out ShareGPT JSON cut to two turns, gzipped> bash docs/gpu/sweep_1130_fortieth/call.sh greedy|t15
+#   ... call.sh run NAME SECONDS ARGS...: one sweep named NAME of bench_mtp_sweep.py with ARGS after the defaults
+#   above (added for the forty-first session's calls, docs/gpu/sweep_1201_fortyfirst/call.sh)
 set -uo pipefail
 : "${SHAREGPT:?the ShareGPT JSON (held-out split, two turns a record)}"
 cd "$(dirname "$0")/../../.."
@@ -27,5 +29,6 @@ case ${1:?stage} in
   greedy) sweep greedy_c8_80 480 --ks 0,3 --adaptive-k-max 3 --temperature 0 --concurrencies 8,16,32,64,80 ;;
   t15) sweep t15_c1_8 330 --ks 0 --adaptive-k-max 3 --temperature 1.5 --concurrencies 1,2,4,8 ;;
   t15_fixed) sweep t15_c2_8_fixed 140 --ks 0 --adaptive-k-max 3 --temperature 1.5 --concurrencies 2,8 ;;
+  run) shift; sweep "$@" ;;
 esac
 for f in "$OUT"/*.tgz; do echo "$f"; tar xzf "$f" -O --wildcards '*/results.md' | grep -E '^\| [0-9]+ \| MTP adaptive'; done
