@@ -6,7 +6,8 @@ import pytest
 from mtpserve import LLM
 from mtpserve.sampling_params import SamplingParams
 from conftest import write_tiny_model
-from test_mtp import BASE, BATCHES, GREEDY_64, VARIANTS, assert_greedy_equals_baseline, run_with_drafts, tokens
+from test_mtp import (BASE, BATCHES, GREEDY_64, VARIANTS, assert_greedy_equals_baseline, greedy_without_mtp,
+                      run_with_drafts, tokens)
 
 SCHEDULE = [3, 0, 1, 2, 0, 0, 3, 1]
 
@@ -99,11 +100,7 @@ def test_the_policy_drafts_for_always_accepted_drafts_and_stops_for_always_rejec
     prior of rejected drafts and, in about 1 run in 6 under load, spent most of its steps at k = 0 first)."""
     prompt = BATCHES[1][0]
     params = SamplingParams(temperature=0, max_tokens=220, ignore_eos=True)
-    plain = LLM(str(deep_model_dir), **BASE)
-    try:
-        expected = tokens(plain.generate([prompt], params))[0]
-    finally:
-        plain.shutdown()
+    expected, _ = greedy_without_mtp(deep_model_dir, prompt, params)
     for future, drafting in ((expected, True), ([(t + 1) % 512 for t in expected], False)):
         llm = adaptive(deep_model_dir, **(AHEAD if ahead else {}))
         try:

@@ -91,11 +91,11 @@ def test_a_repeated_prompt_is_served_as_much_of_the_prefix_cache_with_mtp_as_wit
     assert served[2] == served[0] == sum((len(p) - 1) // block * block for p in BATCHES[4])
 
 
-def greedy_without_mtp(model_dir, prompt):
+def greedy_without_mtp(model_dir, prompt, params=GREEDY_64):
     """The reference output, and how many engine steps it took."""
     plain = LLM(str(model_dir), **BASE)
     try:
-        return tokens(plain.generate([prompt], GREEDY_64))[0], plain.stats().steps
+        return tokens(plain.generate([prompt], params))[0], plain.stats().steps
     finally:
         plain.shutdown()
 
