@@ -1,7 +1,7 @@
 """One request (batch 1) drafting k = 3 for long where every step fills, probes at k = 0 every `every` steps: how
 far the price of a step without drafts moves between two measurements of it (the policy alone, made-up timings).
     .venv/bin/python docs/cpu_drift_1201_fortyfirst/drift_model.py"""
-import math, random, sys
+import math, random
 from mtpserve import _C
 
 def true_verify(k, ctx):  # the tiny model on this CPU: 0.7 ms without drafts, 1.55 ms at k = 3

@@ -1,6 +1,6 @@
-"""One engine of retired.py, run long, for perf: python one.py k0|adaptive ROUNDS"""
+"""One engine of retired.py, run long (for perf or a probe build), from the repository root:
+    .venv/bin/python docs/cpu_host_1201_fortyfirst/one_engine.py k0|adaptive ROUNDS"""
 import sys
-sys.argv = [sys.argv[0], sys.argv[1], sys.argv[2]]
 exec(open("docs/cpu_host_1201_fortyfirst/retired.py").read().split("for rnd in range")[0])
 name, rounds = sys.argv[1], int(sys.argv[2])
 llm = LLM(str(model), **base, **configs[name])

@@ -15,15 +15,15 @@ base = dict(dtype="float32", block_size=8, max_cache_blocks=8192)
 configs = {"k0": dict(num_speculative_tokens=0),
            "adaptive": dict(num_speculative_tokens=3, speculative_policy="adaptive", plan_ahead=True,
                             deferred_fill_positions=0)}
-wrong = [[(t * 31 + 5) % 512 for t in range(T + 16)]]
+wrong = [(t * 31 + 5) % 512 for t in range(T + 16)]
 
 
 def batch(llm, tag, n):
     engine = llm.core.engine
     ids = [f"{tag}{i}" for i in range(n)]
     for i, rid in enumerate(ids):
-        if llm.core.engine is not None and tag != "k0":
-            engine.override_drafts(rid, wrong[0])
+        if tag != "k0":
+            engine.override_drafts(rid, wrong)
         engine.add_request(rid, prompts[i], params.to_cpp())
     done = set()
     while len(done) < n:
