@@ -30,9 +30,10 @@ struct Sequence {
   // Speculative drafts to verify after last_token() in the next step; the engine fills it,
   // the scheduler may trim it (budget, memory) and clears it on preemption.
   std::vector<int64_t> draft_tokens;
-  // May take drafts at some step. The engine sets it false for a sequence retired from drafting before
-  // its prompt runs: with a draft layer, only a sequence that drafts needs that layer's cache rows in
-  // the blocks a prefix hit serves it (BlockManager::set_draft_layer).
+  // May take drafts at some step. The engine sets it false for a sequence it retires from drafting
+  // (SpeculationPolicy): it fills, stashes and drafts no more until a preemption recomputes it. One retired
+  // before its prompt runs needs no draft layer's cache rows in the blocks a prefix hit serves it
+  // (BlockManager::set_draft_layer).
   bool drafts = true;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }

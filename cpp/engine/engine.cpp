@@ -45,6 +45,12 @@ void count_verification(SpecCounters& spec, int64_t num_drafts, int64_t accepted
   for (int64_t j = 0; j < accepted; ++j) spec.accepted_per_position[j] += 1;
 }
 
+// A decode step in which a request verified k drafts.
+void count_k(SpecCounters& spec, int64_t k) {
+  spec.steps_by_k.resize(std::max<size_t>(spec.steps_by_k.size(), k + 1), 0);
+  spec.steps_by_k[k] += 1;
+}
+
 // The context lengths of a step's sequences, summed: the latent cache its attention reads.
 int64_t context_tokens(const SchedulerOutput& plan) {
   int64_t tokens = 0;
@@ -377,7 +383,6 @@ bool Engine::step() {
       if (stash_) stash_->take(seq->id);
       Request& request = requests_.at(seq->id);
       request.unfilled_from.reset();
-      request.retired = false;
       seq->drafts = true;
       retire_on_arrival(request, live);
     }
@@ -475,6 +480,7 @@ std::vector<RequestOutput> Engine::apply_samples(const SchedulerOutput& plan, co
     if (const auto unused = std::exchange(request.unused_draft, std::nullopt); unused && samples == 1) {
       policy_->acceptance().record(seq.id, 1, result.tokens[0] == *unused ? 1 : 0);
     }
+    if (policy_ && !plan.scheduled[i].is_prefill) count_k(request.spec, samples - 1);
     RequestOutput out{request.id};
     out.num_prompt_tokens = seq.num_prompt_tokens;
     out.num_cached_tokens = seq.num_cached_tokens;
@@ -505,7 +511,7 @@ double Engine::draft_next(const SchedulerOutput& plan, const StepInput& input, c
                           double sampled_at, const std::optional<PlannedDrafts>& ahead) {
   const auto unfinished = [](const ScheduledSequence& s) { return !s.seq->is_finished(); };
   if (!config_.lockstep && std::none_of(plan.scheduled.begin(), plan.scheduled.end(), [&](const ScheduledSequence& s) {
-        return unfinished(s) && !requests_.at(s.seq->id).retired;
+        return unfinished(s) && s.seq->drafts;
       })) {
     // Every sequence finished or retired: nothing fills or drafts, and skipping the drafting's host work and its
     // timer's synchronisation keeps such steps as cheap as without MTP. (In lockstep the other data-parallel
@@ -582,11 +588,7 @@ int64_t Engine::count_step_k(const SchedulerOutput& plan, const StepInput& input
   int64_t step_k = -1;
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     if (plan.scheduled[i].is_prefill || input.num_samples[i] == 0) continue;
-    const int64_t k = input.num_samples[i] - 1;
-    step_k = std::max(step_k, k);
-    auto& by_k = requests_.at(plan.scheduled[i].seq->id).spec.steps_by_k;
-    by_k.resize(std::max<size_t>(by_k.size(), k + 1), 0);
-    by_k[k] += 1;
+    step_k = std::max(step_k, input.num_samples[i] - 1);
   }
   if (step_k < 0) return step_k;
   std::lock_guard lock(stats_mutex_);
@@ -625,7 +627,7 @@ std::optional<Engine::PlannedDrafts> Engine::plan_ahead(const SchedulerOutput& p
     const bool samples = input.num_samples[i] > 0;
     const int64_t gained = samples ? 1 : 0;
     if (seq.is_finished()) continue;
-    if (requests_.at(seq.id).retired) {
+    if (!seq.drafts) {
       count_in(seq, gained, retired);
       continue;
     }
@@ -666,7 +668,7 @@ Engine::DraftShape Engine::draft(const SchedulerOutput& plan, const StepInput& i
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     Sequence& seq = *plan.scheduled[i].seq;
     if (seq.is_finished()) continue;
-    if (requests_.at(seq.id).retired) {
+    if (!seq.drafts) {
       count_in(seq, 0, retired);
       continue;
     }
@@ -798,7 +800,6 @@ void Engine::retire_on_arrival(Request& request, NonDrafting live) {
   live.inverse_outputs -= candidate.weight();
   if (!policy_->retires_on_arrival(candidate, live)) return;
   retire(request, 0);
-  seq.drafts = false;
 }
 
 DraftCandidate Engine::draft_candidate(const Sequence& seq, int64_t stashed, int64_t gained) const {
@@ -820,7 +821,7 @@ void Engine::count_in(const Sequence& seq, int64_t gained, NonDrafting& load) co
 void Engine::retire(Request& request, int64_t first_pair) {
   Sequence& seq = *request.seq;
   if (!request.unfilled_from) request.unfilled_from = stash_ ? stash_->filled_until(seq.id, first_pair) : first_pair;
-  request.retired = true;
+  seq.drafts = false;
   if (stash_) stash_->take(seq.id);
   seq.draft_tokens.clear();
   policy_->acceptance().forget(seq.id);

@@ -151,9 +151,6 @@ class Engine {
     // The first position whose MTP fill never ran (its stash was dropped, or it retired): its MTP cache
     // has holes from there on (until a preemption recomputes it).
     std::optional<int64_t> unfilled_from;
-    // Retired from drafting (SpeculationPolicy): it fills, stashes and drafts no more (until a preemption
-    // recomputes it).
-    bool retired = false;
     std::vector<TokenLogprobs> prompt_logprobs;  // for prompt tokens 1.., gathered chunk by chunk
     bool prompt_logprobs_sent = false;
   };
@@ -211,7 +208,8 @@ class Engine {
   // Drafts of requests with a grammar, revised by the token masker (TokenMasker::revise_drafts).
   void revise_constrained_drafts(const std::vector<DraftRequest>& requests);
   void record_verification(Request& request, int64_t drafts, int64_t accepted);
-  // Counts the step's k (the most drafts a sampled sequence verifies; -1 where none samples) and returns it.
+  // Counts the step's k (the most drafts a decoding sequence verifies; -1 where none decodes) engine-wide and
+  // returns it (apply_samples counts each request's own).
   int64_t count_step_k(const SchedulerOutput& plan, const StepInput& input);
   DraftShape draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
                    const std::optional<PlannedDrafts>& ahead);
@@ -228,7 +226,7 @@ class Engine {
                                         const std::vector<bool>& dropping, const std::vector<bool>& deferring);
   // Drops the request's stashed positions: their MTP fill never runs.
   void drop_stash(Request& request);
-  // Drops the request's stash and stops its fills and drafts for good (SpeculationPolicy's retire), from
+  // Drops the request's stash and stops its fills and drafts (SpeculationPolicy's retire; Sequence::drafts), from
   // `first_pair` (this step's first position) on.
   void retire(Request& request, int64_t first_pair);
   // Every live request (waiting or running) as a row and its context: the load an arriving one meets.
