@@ -6,15 +6,8 @@
 #   1.5 at c = 8 again with --isolated (a fresh server per method and repeat, as on the GPU).
 #   bash docs/cpu_sweep_1201_fortysecond/runs.sh
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-out=docs/cpu_sweep_1201_fortysecond
-common="--adaptive-k-max 3 --repeats 5 --dataset-name sharegpt --sharegpt-split held-out --ignore-eos
-  --sharegpt-max-total-len 768 --min-prompts 16 --prompts-factor 12 --disable-tqdm"
-sweep() {  # name, then the cell's own arguments
-  local name=$1; shift
-  .venv/bin/python scripts/bench_mtp_sweep.py "$@" $common --out-dir "$out/$name" -- --dtype float32
-  rm -rf "$out/$name/raw"
-}
+here=$(cd "$(dirname "$0")" && pwd)
+sweep() { bash "$here/../cpu_sweep_1130_fortieth/runs.sh" run "$here" "$@" --repeats 5 --prompts-factor 12; }
 sweep greedy_c2_4 --ks 0,1,2,3 --concurrencies 2,4
 sweep t15_c4_32 --ks 0 --temperature 1.5 --concurrencies 4,8,32
 sweep t15_c8_isolated --isolated --ks 0 --temperature 1.5 --concurrencies 8
