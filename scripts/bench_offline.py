@@ -1,14 +1,17 @@
 """Offline decode throughput of mtpserve.LLM on this machine: batch sizes x MTP methods, side by side.
 
-Methods: k = 0, fixed k (--ks) and the adaptive policy with k_max = --adaptive-k-max (0: none). Every
-request gets the same number of output tokens (ignore_eos) from ShareGPT-like chat prompts; tokens/s
-counts output tokens over the wall time of the generate call (prefill included, as a user sees it), after
-one warm-up call. With --repeats N each cell is the median of N generate calls (the methods interleaved
-per repeat, so a co-tenant's load hits them alike, in an order that puts each method after each other one
-equally often: mtpserve.bench.run_order); `paired speedup` is the median of the repeats' own ratios to k = 0.
-`TPOT` is the mean time per output token after each request's first (the median repeat's), which the prefill
-and the batch's slowest sequence do not weigh on. `chosen k` is the share of decode steps at each k; `fill
-skipped` the share of steps that ran no MTP forward (adaptive: every sequence deferred its fill).
+Methods: k = 0, fixed k (--ks) and the adaptive policy with k_max = --adaptive-k-max (0: none). Every request gets
+the same number of output tokens (ignore_eos) from ShareGPT-like chat prompts; tokens/s counts output tokens over
+the wall time of the generate call (prefill included, as a user sees it), after one warm-up call. Before a batch
+size's repeats each method runs that batch once, untimed: an engine's first steps at a batch size are its adaptive
+policy's warm-up there (each k in turn for that batch-size bucket) and the learning of what drafting pays at that
+load, which an engine does once in its life, not each batch (on a CPU at batch 64 adaptive's first repeat read 0.92
+of k = 0's tokens/s and its later ones 0.98). With --repeats N each cell is the median of N generate calls (the
+methods interleaved per repeat, so a co-tenant's load hits them alike, in an order that puts each method after each
+other one equally often: mtpserve.bench.run_order); `paired speedup` is the median of the repeats' own ratios to
+k = 0. `TPOT` is the mean time per output token after each request's first (the median repeat's), which the prefill
+and the batch's slowest sequence do not weigh on. `chosen k` is the share of decode steps at each k; `fill skipped`
+the share of steps that ran no MTP forward (adaptive: every sequence deferred its fill).
 """
 from __future__ import annotations
 
@@ -122,6 +125,8 @@ def main() -> None:
     runs = {}
     methods_in_order = list(llms.items())
     for batch in args.batch_sizes:
+        for _, llm in methods_in_order:
+            run(llm, batch, args.max_tokens, args.temperature)
         for i in range(args.repeats):
             # On a GPU at its power cap the run after the heaviest method (fixed k = 3) can start at a lower
             # clock: no method should be the one that always follows it.
