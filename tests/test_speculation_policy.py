@@ -165,6 +165,24 @@ def test_with_deferred_fills_a_stale_drafting_cost_is_probed_and_replaced():
     assert all(k > 0 for k in ks[first_probe:])  # ... until the probes replace it
 
 
+def test_steps_with_drafts_after_many_without_leave_k0_priced_as_its_own_steps_measured():
+    """A batch of 64 on a CPU: k = 1 measured early, then 100 steps at k = 0 that ran slower (30 ms), then two steps
+    at k = 1. The steps at k = 1 reprice k = 1, and k = 0's price stays what its own steps took: when the line aged
+    every older sample at a step with drafts after a gap, the two were left alone to set its context slope, and
+    k = 0 was priced 30% dearer."""
+    policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX, fill_every=64)
+    n = 64
+    for step in range(30):
+        policy.record_verify(n, 1, 2 * n, 2000 + 128 * step, 0.040 + 1e-6 * step)
+        policy.record_verify(n, 0, n, 2064 + 128 * step, 0.025 + 1e-6 * step)
+    for step in range(100):
+        policy.record_verify(n, 0, n, 6000 + 64 * step, 0.030)
+    policy.record_verify(n, 1, 2 * n, 12500, 0.045)
+    policy.record_verify(n, 1, 2 * n, 12700, 0.046)
+    assert policy.verify_seconds(n, 0, n, 12800) == pytest.approx(0.030, rel=0.03)
+    assert policy.verify_seconds(n, 1, 2 * n, 12800) == pytest.approx(0.046, rel=0.03)
+
+
 def test_the_verify_cost_fit_recovers_a_linear_law():
     policy = _C.SpeculationPolicy(ADAPTIVE, K_MAX)
     feed_costs(policy, 16, per_row=2e-5)

@@ -63,11 +63,8 @@ double StepCostModel::offset(const std::vector<Offset>& offsets, size_t key) {
 void StepCostModel::record_verify(int64_t num_seqs, int64_t step_k, int64_t rows, int64_t context, double seconds) {
   Fits& f = fits(num_seqs);
   ++f.steps;
-  // Only a step with drafts (more rows than sequences) measures what a verify row costs.
-  const bool drafted = rows > num_seqs;
   const std::vector<double> x{1.0, static_cast<double>(rows), static_cast<double>(context)};
-  f.verify.add(x, seconds, drafted ? age_after(f.steps - f.steps_at_drafted_verify) : 1.0);
-  if (drafted) f.steps_at_drafted_verify = f.steps;
+  f.verify.add(x, seconds);
   add_offset(f.verify_offsets, static_cast<size_t>(step_k), f.steps, seconds - f.verify.predict(x));
 }
 

@@ -8,10 +8,14 @@
 //   draft   t = d + e * fill_rows + f * recursions + g * recursion_rows
 // `verify` spans the target forward and sampling; `draft` the MTP fill and the recursion for
 // drafts 2..k (one forward per recursion level, recursion_rows rows in all).
-// Both fits forget old samples as the bucket's decode steps go by, not only as new samples come: a
-// k = 0 step measures no verify row's cost, and runs no draft phase at all where its fills are
-// deferred; a cost last measured long ago must give way to the next measurement (a probe's, a
-// catch-up's) instead of outweighing it.
+// The draft fit and each k's offset forget old samples as the bucket's decode steps go by, not only
+// as new samples come: a k = 0 step runs no draft phase at all where its fills are deferred, and
+// measures nothing of another k's offset; a cost last measured long ago must give way to the next
+// measurement (a probe's, a catch-up's) instead of outweighing it. The verify line forgets per sample
+// only: every step measures it, and a step with drafts after many without must not wipe what those
+// just measured. (It did: two steps at k = 1 were left alone in the line to set its context slope,
+// and a batch of 64 on a CPU priced k = 0 at 41-43 ms where its last steps had taken 29-31.) A k
+// that went unmeasured is repriced by its offset.
 // A step's cost is far from linear over all batch sizes (one row more costs much more at batch 1
 // than at batch 64 on a CPU; a GPU is flat until it is compute-bound), so each batch-size bucket
 // (decoding sequences in [2^i, 2^(i+1))) has its own fits. Nor is it always linear across the k's of
@@ -58,7 +62,6 @@ class StepCostModel {
     std::vector<Offset> draft_offsets;   // per recursion count
     int64_t steps = 0;                    // verify samples: the bucket's decode steps
     int64_t steps_at_draft = 0;           // `steps` when the draft fit last got a sample
-    int64_t steps_at_drafted_verify = 0;  // `steps` at the last verify sample with drafts
   };
   Fits& fits(int64_t num_seqs);
   const Fits* find(int64_t num_seqs) const;
