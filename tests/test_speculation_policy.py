@@ -478,6 +478,20 @@ def test_a_class_judges_a_sequence_once_when_it_first_sees_it():
         assert policy.plan(early + [(300 + i, K_MAX, 100, False, 0, HOT) for i in range(4)])[2] == [False] * 4 + [True] * 4
 
 
+def test_a_sequence_first_planned_for_where_no_step_was_timed_meets_its_class_at_its_first_timed_plan():
+    """No step of one sequence was ever timed here (the batches ran eight at a time), so a first plan of one new
+    sequence gives its known failing class no costs to judge it by: it is not retired then, and not yet counted as
+    seen. At its next plan, in a batch whose steps were timed, the class retires it with the new ones beside it. (A
+    request admitted alone to an engine whose batches of 80 came one request at a time filled until its own record
+    retired it: 6-7 steps with fills per batch on a CPU, none when the batch was added at once.)"""
+    for policy in (gpu_like_policy(), retiring_policy(8)):
+        classes_failing_record(policy, 0)
+        past_warmup(policy, candidates(1, first_id=50))
+        alone = (500, K_MAX, 100, False, 0, HOT)
+        assert policy.plan([alone])[2] == [False]
+        assert policy.plan([alone] + [(600 + i, K_MAX, 100, False, 0, HOT) for i in range(7)])[2] == [True] * 8
+
+
 def test_a_known_class_vouches_for_its_new_sequences_so_that_they_need_not_fill_to_measure_their_own():
     """With deferred fills, a sequence given no drafts still fills until its acceptance is known (the fill's draft 1
     measures it). A new sequence of a class whose record is known needs no such fills: the record vouches for it, as

@@ -322,7 +322,7 @@ bool SpeculationPolicy::retires_on_arrival(const DraftCandidate& c, NonDrafting 
 }
 
 bool SpeculationPolicy::class_fails(const DraftCandidate& c, const Load& load, bool always_pays) {
-  const auto by_class = class_reach(c);
+  const auto by_class = class_reach(c, load);
   if (!by_class) return false;
   // Where every step fills, against a step without any fill (what retiring them all would give).
   const bool fails = fill_every_ == 1 ? drafting_gain(load.seqs, load.context, *by_class, /*unfilled=*/true) <= 1
@@ -331,12 +331,18 @@ bool SpeculationPolicy::class_fails(const DraftCandidate& c, const Load& load, b
   return fails;
 }
 
-std::optional<std::vector<double>> SpeculationPolicy::class_reach(const DraftCandidate& c) {
+std::optional<std::vector<double>> SpeculationPolicy::class_reach(const DraftCandidate& c, const Load& load) {
   // Only on its first sight: the class's verdict rests on one plan's cost estimate and retires for good. Judged
   // again while their own records were young, sequences whose drafts were all accepted retired after 2-5 steps
   // where a class had just become known and the step costs were noisy (a loaded CPU); their own records' test asks
   // for a streak of failed plans.
-  if (c.sampling_class < 0 || !acceptance_.classify(c.seq_id, c.sampling_class) || c.pinned) return std::nullopt;
+  if (c.sampling_class < 0) return std::nullopt;
+  // A load no step was timed at gives no verdict (no evidence that drafting does not pay), so a known class's
+  // sequence is first seen where one was: requests admitted alone to an engine whose batches ran larger otherwise
+  // filled until their own records retired them (on a CPU, 6-7 steps with fills per batch of 80, none when the
+  // batch was added at once).
+  if (!c.pinned && acceptance_.class_high(c.sampling_class) && !timed(load)) return std::nullopt;
+  if (!acceptance_.classify(c.seq_id, c.sampling_class) || c.pinned) return std::nullopt;
   const auto high = acceptance_.class_high(c.sampling_class);
   if (!high) return std::nullopt;
   return reach_of(*high);
@@ -345,6 +351,11 @@ std::optional<std::vector<double>> SpeculationPolicy::class_reach(const DraftCan
 bool SpeculationPolicy::poorly_accepted(const std::vector<double>& reach) const {
   const double tokens = expected_tokens(reach, k_max_);
   return static_cast<double>(k_max_ + 1) > (1 + kBlameMargin) * tokens;
+}
+
+bool SpeculationPolicy::timed(const Load& load) const {
+  const auto n = static_cast<double>(load.seqs);
+  return estimate({load.seqs, 0, n, load.context, n, 0.0, 0}).seconds > 0;
 }
 
 bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const {

@@ -230,8 +230,11 @@ class SpeculationPolicy {
   bool poorly_accepted(const std::vector<double>& reach) const;
   // The reach probabilities of the record of a new sequence's sampling class, one standard error high, where the
   // sequence is seen for the first time (and is not pinned) and the class has one; none otherwise. Classifies
-  // the sequence, so that its verifications count towards its class.
-  std::optional<std::vector<double>> class_reach(const DraftCandidate& c);
+  // the sequence, so that its verifications count towards its class, unless the class has a record and `load` was
+  // never timed: then the sequence counts as not yet seen.
+  std::optional<std::vector<double>> class_reach(const DraftCandidate& c, const Load& load);
+  // Whether a step of k = 0 at `load` has a cost estimate (its batch-size bucket has timings).
+  bool timed(const Load& load) const;
   // Whether a new sequence retires at once by its class's record (class_reach) at `load`: its drafts would not
   // beat a step without any fill where every step fills, else its acceptance is to blame (acceptance_to_blame,
   // with `always_pays`). Leans on the class where it does (AcceptanceStats::lean_on_class).
