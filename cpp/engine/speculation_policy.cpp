@@ -341,10 +341,9 @@ std::optional<std::vector<double>> SpeculationPolicy::class_reach(const DraftCan
   // sequence is first seen where one was: requests admitted alone to an engine whose batches ran larger otherwise
   // filled until their own records retired them (on a CPU, 6-7 steps with fills per batch of 80, none when the
   // batch was added at once).
-  if (!c.pinned && acceptance_.class_high(c.sampling_class) && !timed(load)) return std::nullopt;
-  if (!acceptance_.classify(c.seq_id, c.sampling_class) || c.pinned) return std::nullopt;
   const auto high = acceptance_.class_high(c.sampling_class);
-  if (!high) return std::nullopt;
+  if (!c.pinned && high && !timed(load)) return std::nullopt;
+  if (!acceptance_.classify(c.seq_id, c.sampling_class) || c.pinned || !high) return std::nullopt;
   return reach_of(*high);
 }
 
