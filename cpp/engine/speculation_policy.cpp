@@ -89,8 +89,7 @@ void SpeculationPolicy::retire_by_batch(const std::vector<DraftCandidate>& candi
                                         const std::vector<std::vector<double>>& reach, const NonDrafting& others,
                                         const DraftPlan& estimated, DraftPlan& plan) {
   const Load load = load_of(candidates, others);
-  const auto n = static_cast<double>(load.seqs);
-  const Estimate unfilled = estimate({load.seqs, 0, n, load.context, n, 0.0, 0});
+  const Estimate unfilled = unfilled_step(load);
   const Estimate drafting = estimate(candidates, reach, others, estimated.drafts);
   const bool fails = unfilled.seconds > 0 && unfilled.tokens * drafting.seconds > drafting.tokens * unfilled.seconds;
   ++streak_plans_;
@@ -353,8 +352,7 @@ bool SpeculationPolicy::poorly_accepted(const std::vector<double>& reach) const 
 }
 
 bool SpeculationPolicy::timed(const Load& load) const {
-  const auto n = static_cast<double>(load.seqs);
-  return estimate({load.seqs, 0, n, load.context, n, 0.0, 0}).seconds > 0;
+  return unfilled_step(load).seconds > 0;
 }
 
 bool SpeculationPolicy::drafting_pays(int64_t seqs, double context, const std::vector<double>& reach) const {
@@ -386,8 +384,7 @@ SpeculationPolicy::StepWork SpeculationPolicy::drafting_work(int64_t seqs, doubl
 }
 
 int64_t SpeculationPolicy::paced_interval(const Load& load) const {
-  const auto n = static_cast<double>(load.seqs);
-  const double k0 = estimate({load.seqs, 0, n, load.context, n, 0.0, 0}).seconds;  // its fill deferred
+  const double k0 = unfilled_step(load).seconds;  // its fill deferred
   if (k0 <= 0) return kProbeInterval;
   const auto reach = reach_of(acceptance_.engine());
   double extra = 0;  // the burst's time over as many k = 0 steps, in k = 0 steps
@@ -395,6 +392,11 @@ int64_t SpeculationPolicy::paced_interval(const Load& load) const {
     extra += std::max(0.0, estimate(drafting_work(load.seqs, load.context, reach, k)).seconds / k0 - 1);
   }
   return std::clamp<int64_t>(std::llround(extra / kProbeBudget), kProbeInterval, kMaxProbeInterval);
+}
+
+SpeculationPolicy::Estimate SpeculationPolicy::unfilled_step(const Load& load) const {
+  const auto n = static_cast<double>(load.seqs);
+  return estimate({load.seqs, 0, n, load.context, n, 0.0, 0});
 }
 
 SpeculationPolicy::Estimate SpeculationPolicy::estimate(const std::vector<DraftCandidate>& candidates,

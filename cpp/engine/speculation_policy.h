@@ -260,6 +260,8 @@ class SpeculationPolicy {
   Estimate estimate(const std::vector<DraftCandidate>& candidates, const std::vector<std::vector<double>>& reach,
                     const NonDrafting& others, const std::vector<int64_t>& drafts) const;
   Estimate estimate(const StepWork& work) const;
+  // A step of k = 0 at `load` without any fill (0 seconds where its batch-size bucket has no timings).
+  Estimate unfilled_step(const Load& load) const;
   // Whether a sequence given `drafts` drafts has its positions filled: with fills deferred, one given none
   // never does (what waits for it is dropped), so a plan prices no fill for it.
   bool fills(int64_t drafts) const;
