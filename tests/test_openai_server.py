@@ -21,7 +21,7 @@ from mtpserve.engine import EngineCore
 from mtpserve.engine_args import EngineArgs
 from mtpserve.sampling_params import SamplingParams
 from mtpserve.server.app import build_app
-from mtpserve.server.async_engine import AsyncEngine
+from mtpserve.server.async_engine import INLINE_CHARS, AsyncEngine
 from mtpserve.server.serve import BackgroundServer
 
 MODEL, KEY, MAX_LEN = "tiny-dsv3", "test-key", 1024
@@ -115,6 +115,19 @@ def test_chat_greedy_equals_offline(oai, offline):
     old = oai.chat.completions.create(model=MODEL, messages=CHAT, max_tokens=10, temperature=0,
                                       extra_body={"ignore_eos": True})
     assert old.choices[0].message.content == expected.outputs[0].text
+
+
+def test_long_text_is_tokenized_on_a_thread_to_the_same_ids(served):
+    # Text up to INLINE_CHARS is tokenized on the event loop; longer text on the tokenizer threads, the GIL
+    # released: the ids and the chat template's text must not depend on which.
+    engine, tok = served.engine, served.engine.tokenizer
+    text = (PROMPT + " ") * (INLINE_CHARS // len(PROMPT))
+    assert len(text) > INLINE_CHARS
+    for special in (True, False):
+        assert asyncio.run(engine.encode(text, special)) == tok.encode(text, special)
+    chat = [{"role": "user", "content": text}]
+    assert asyncio.run(engine.run_text_work(len(text), tok.apply_chat_template, chat, True)) == \
+        tok.apply_chat_template(chat, True)
 
 
 def test_default_max_tokens_is_the_rest_of_the_context(oai):

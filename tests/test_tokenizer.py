@@ -46,6 +46,14 @@ def test_bos_is_never_doubled(tmp_path, post_processor):
     assert tok.encode(f"{BOS}hello").count(0) == 1  # text that already starts with BOS
 
 
+@pytest.mark.parametrize("config", [{}, {"bos_post_processor": True}, {"add_bos_token": False}])
+def test_encoding_without_the_gil_gives_the_same_ids(tmp_path, config):
+    tok = Tokenizer.from_dir(write_tiny_tokenizer(tmp_path, **config))
+    for text in CORPUS.splitlines() + [f"{BOS}hello", "", "zebra 🦓 鯨 ∮ " * 50]:
+        for special in (True, False):
+            assert tok.encode(text, special, release_gil=True) == tok.encode(text, special)
+
+
 def test_add_bos_token_false(tmp_path):
     tok = Tokenizer.from_dir(write_tiny_tokenizer(tmp_path, add_bos_token=False))
     assert tok.encode("hello") == tok.encode("hello", add_special_tokens=False)

@@ -100,10 +100,16 @@ class Tokenizer:
 
     # ---- encode / decode ----------------------------------------------------------------------
 
-    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+    def encode(self, text: str, add_special_tokens: bool = True, release_gil: bool = False) -> list[int]:
+        """release_gil: let go of the GIL while the text is encoded, for a thread beside an event loop. The
+        tokenizers library's encode holds it throughout, so a long prompt would stall the loop as much as if it
+        were encoded there; its encode_batch (of this one text) releases it."""
         if not isinstance(text, str):
             raise TypeError(f"encode() takes a str, got {type(text).__name__}")
-        ids = self._tok.encode(text, add_special_tokens=add_special_tokens).ids
+        if release_gil:
+            ids = self._tok.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
+        else:
+            ids = self._tok.encode(text, add_special_tokens=add_special_tokens).ids
         if add_special_tokens and self._bos_id is not None:
             bos = self._bos_id
             if self.add_bos_token and not self._post_processor_adds_bos and ids[:1] != [bos]:

@@ -189,8 +189,8 @@ class GenerationService(pb_grpc.GenerationServicer):
             text = None
         elif request.chat:
             try:
-                text = await self.engine.run_off_loop(tokenizer.apply_chat_template,
-                                                      [{"role": "user", "content": request.text}], True)
+                text = await self.engine.run_text_work(len(request.text), tokenizer.apply_chat_template,
+                                                       [{"role": "user", "content": request.text}], True)
             except (ValueError, TemplateError) as e:
                 raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, f"chat: {e}") from None
             ids = await self._encode(text, add_special_tokens=False)

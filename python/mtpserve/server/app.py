@@ -276,8 +276,8 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     async def create_chat_completion(body: ChatCompletionRequest, raw: Request):
         check_model(body.model)
         try:
-            text = await engine.run_off_loop(engine.tokenizer.apply_chat_template, body.messages, True,
-                                             body.active_tools)
+            text = await engine.run_text_work(body.template_chars, engine.tokenizer.apply_chat_template,
+                                              body.messages, True, body.active_tools)
         except (ValueError, TemplateError) as e:
             raise APIError(400, str(e), param="messages") from None
         ids = await tokenize(text, "messages", add_special_tokens=False)

@@ -9,6 +9,7 @@ cancelled)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import threading
@@ -44,6 +45,7 @@ class _EngineFailed:
 
 
 _INT64_MAX = (1 << 63) - 1
+INLINE_CHARS = 8192  # text this short is tokenized on the event loop (AsyncEngine.run_text_work)
 
 
 class RequestRefused(ValueError):
@@ -275,19 +277,25 @@ class AsyncEngine:
     # ---- input checks (shared by the HTTP and gRPC APIs) --------------------------------------
 
     async def encode(self, text: str, add_special_tokens: bool = True, param: str = "prompt") -> list[int]:
-        """Tokenizes off the event loop (a long prompt does not stall other requests or /health),
-        after refusing text that cannot be valid or cannot fit without tokenizing it."""
+        """Tokenizes (see run_text_work for where), after refusing text that cannot be valid or cannot fit
+        without tokenizing it."""
         check_text(text, param)
         bound = self.tokenizer.max_chars_per_token
         if bound is not None and len(text) > self.max_model_len * bound:
             raise RequestRefused(f"this model's maximum context length is {self.max_model_len} tokens, but the "
                                  f"prompt has {len(text)} characters, more than that many tokens can hold; "
                                  f"shorten the prompt", param=param, code="context_length_exceeded")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._tokenize_pool, self.tokenizer.encode, text, add_special_tokens)
+        return await self.run_text_work(len(text), functools.partial(self.tokenizer.encode, text, add_special_tokens,
+                                                                     release_gil=len(text) > INLINE_CHARS))
 
-    async def run_off_loop(self, fn, *args):
-        """fn(*args) on the tokenizer threads (chat templates)."""
+    async def run_text_work(self, chars: int, fn, *args):
+        """fn(*args), work on `chars` characters of text (tokenizing, a chat template): on the event loop when
+        that is at most INLINE_CHARS, else on the tokenizer threads, so that a long prompt does not stall other
+        requests or /health. Small work holds the GIL as long either way, and the hop to a thread and back
+        waits behind every stream the loop serves (16 of the 17 ms a request spent before the engine at c = 64
+        on an H200's host, docs/benchmarks.md)."""
+        if chars <= INLINE_CHARS:
+            return fn(*args)
         return await asyncio.get_running_loop().run_in_executor(self._tokenize_pool, fn, *args)
 
     def default_max_tokens(self, num_prompt_tokens: int) -> int:

@@ -185,6 +185,11 @@ class ChatCompletionRequest(_SamplingRequest):
         """The tools the model is offered (tool_choice "none" offers none)."""
         return self.tools if self.tools and self.tool_choice != "none" else None
 
+    @property
+    def template_chars(self) -> int:
+        """About how much text the chat template renders: the messages and the offered tools, as written."""
+        return sum(len(str(m)) for m in self.messages) + len(str(self.active_tools or ""))
+
     def _check_tools(self) -> None:
         for i, tool in enumerate(self.tools or []):
             function = tool.get("function")
