@@ -24,7 +24,7 @@ from servers import start_serve, wait_until_healthy, wait_until_idle
 from mtpserve.client import Client
 from mtpserve.engine import EngineCore
 from mtpserve.engine_args import EngineArgs
-from mtpserve.group_link import STAT_FIELDS
+from mtpserve.engine_link import STAT_FIELDS
 from mtpserve.server.app import build_app
 from mtpserve.server.async_engine import AsyncEngine
 from mtpserve.server.serve import BackgroundServer
@@ -58,7 +58,7 @@ class StuckEngine:
     def stats(self):
         spec = SimpleNamespace(drafts=0, draft_tokens=0, accepted_tokens=0, accepted_per_position=[], steps_by_k=[],
                                retired=0)
-        # Every stat the engine reports (group_link.STAT_FIELDS), idle but for the requests waiting.
+        # Every stat the engine reports (engine_link.STAT_FIELDS), idle but for the requests waiting.
         return SimpleNamespace(**{**dict.fromkeys(STAT_FIELDS, 0), "waiting": len(self.added) - len(self.aborted)},
                                spec=spec)
 
