@@ -129,6 +129,11 @@ def check_serve_flags(ns: argparse.Namespace) -> None:
         raise ValueError(f"--grpc_port must be in 0..65535 (0: no gRPC API), got {ns.grpc_port}")
     if ns.grpc_port and ns.grpc_port == ns.port:
         raise ValueError(f"--grpc_port={ns.grpc_port} must differ from --port")
+    if ns.api_server_count < 1:
+        raise ValueError(f"--api_server_count must be >= 1, got {ns.api_server_count}")
+    if ns.api_server_count > 1 and ns.nnodes > 1:
+        raise ValueError(f"--api_server_count {ns.api_server_count} needs --nnodes 1: several API servers before a "
+                         f"group of {ns.nnodes} ranks are not supported")
 
 
 def check_layout_fits_model(ns: argparse.Namespace, model_path) -> None:
@@ -201,7 +206,7 @@ def cmd_serve(ns: argparse.Namespace) -> int:
         from mtpserve.server.serve import serve
 
         serve(args, host=ns.host, port=ns.port, api_key=api_key, served_model_name=ns.served_model_name,
-              log_level=ns.log_level, grpc_port=ns.grpc_port, options=options)
+              log_level=ns.log_level, grpc_port=ns.grpc_port, options=options, api_server_count=ns.api_server_count)
         return 0
     from mtpserve.control.agent import ControlError
 
@@ -245,6 +250,9 @@ def add_serve_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ssl_certfile", default=None, help="serve HTTPS, and the gRPC API over TLS, with this "
                         "PEM certificate (chain); needs --ssl_keyfile")
     parser.add_argument("--ssl_keyfile", default=None, help="the certificate's unencrypted PEM private key")
+    parser.add_argument("--api_server_count", type=int, default=1, help="processes that serve the APIs before the "
+                        "one engine (each with its own GIL: tokenizing, detokenizing and streaming for its "
+                        "connections); more than 1 where one frontend cannot keep up with the engine")
     parser.add_argument("--max_queue_len", type=int, default=None, help="requests waiting for their first token "
                         "beyond which new ones get 503 with Retry-After (default: no limit)")
     parser.add_argument("--max_queued_tokens", type=int, default=None, help="prompt tokens of waiting requests "

@@ -2,6 +2,8 @@
 /v1/chat/completions (JSON or server-sent events), /health, /metrics, /openapi.json and /docs."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 import uuid
 from typing import Callable
@@ -40,9 +42,17 @@ def build_app(engine: AsyncEngine, served_model_name: str, *, api_key: str | Non
     """health defaults to the engine's own (its output thread is alive); a multi-rank server
     passes one that also knows about the other ranks. model_root is what /v1/models shows as
     the model's root (a name, not a path of the server's file system)."""
+    @contextlib.asynccontextmanager
+    async def lifespan(_app):
+        # Shared metrics (several API servers): this process's counts reach the others' renders.
+        syncing = asyncio.create_task(metrics.keep_synced()) if metrics.shared_dir else None
+        yield
+        if syncing is not None:
+            syncing.cancel()
+
     # /openapi.json and /docs sit behind --api_key like every route but /health.
     app = FastAPI(title="mtpserve", version=__version__, docs_url="/docs", redoc_url=None,
-                  openapi_url="/openapi.json")
+                  openapi_url="/openapi.json", lifespan=lifespan)
     install_error_handlers(app)
     # Added last = outermost: the key, then the body's size, then admission, all before the body is read.
     app.add_middleware(AdmissionMiddleware, check=lambda: precheck(),

@@ -2,9 +2,15 @@
 
 Engine-wide numbers (running/waiting, KV usage, tokens, prefix cache, speculative decoding) are
 read from engine.stats() at scrape time by a custom collector, so they are exact; per-request
-latencies and finish reasons are recorded by the server when each request ends."""
+latencies and finish reasons are recorded by the server when each request ends.
+
+Several API-server processes (--api_server_count) share one view: prometheus_client's multiprocess mode, set
+up by $PROMETHEUS_MULTIPROC_DIR before prometheus_client is imported, keeps each process's counters in files
+there, and every process renders their sum."""
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from typing import Callable, Iterable
 
@@ -152,27 +158,63 @@ class ServerMetrics:
     def __init__(self, stats: Callable[[], object], model_name: str, rejected: Callable[[], dict] | None = None):
         self.registry = CollectorRegistry()
         self.model_name = model_name
+        self.shared_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        # Shared: this process's counters live in files of shared_dir, from which the rendered registry sums them.
+        own = CollectorRegistry() if self.shared_dir else self.registry
         labels = ["model_name"]
         self.requests = Counter("mtpserve:request_success", "Requests ended, by finish reason.",
-                                labels + ["finished_reason"], registry=self.registry)
+                                labels + ["finished_reason"], registry=own)
         for reason in FINISH_REASONS:
             self.requests.labels(model_name, reason)
         self.request_prompt_tokens = Counter("mtpserve:request_prompt_tokens", "Prompt tokens of ended requests.",
-                                             labels, registry=self.registry).labels(model_name)
+                                             labels, registry=own).labels(model_name)
         self.request_generation_tokens = Counter("mtpserve:request_generation_tokens",
                                                  "Tokens returned to clients by ended requests.", labels,
-                                                 registry=self.registry).labels(model_name)
+                                                 registry=own).labels(model_name)
         self.ttft = Histogram("mtpserve:time_to_first_token_seconds", "Time from arrival to the first token.",
-                              labels, buckets=_LATENCY_BUCKETS, registry=self.registry).labels(model_name)
+                              labels, buckets=_LATENCY_BUCKETS, registry=own).labels(model_name)
         self.tpot = Histogram("mtpserve:time_per_output_token_seconds",
                               "Mean time per output token after the first, per request.", labels,
-                              buckets=_TPOT_BUCKETS, registry=self.registry).labels(model_name)
+                              buckets=_TPOT_BUCKETS, registry=own).labels(model_name)
         self.e2e = Histogram("mtpserve:e2e_request_latency_seconds", "Time from arrival to the end of a request.",
-                             labels, buckets=_LATENCY_BUCKETS, registry=self.registry).labels(model_name)
+                             labels, buckets=_LATENCY_BUCKETS, registry=own).labels(model_name)
         self.registry.register(EngineStatsCollector(stats, model_name))
-        self.registry.register(EventLoopCpuCollector(model_name))
-        if rejected is not None:
-            self.registry.register(RejectedCollector(rejected, model_name))
+        if self.shared_dir:
+            self._share_process_counts(own, rejected)
+        else:
+            self.registry.register(EventLoopCpuCollector(model_name))
+            if rejected is not None:
+                self.registry.register(RejectedCollector(rejected, model_name))
+
+    def _share_process_counts(self, own: CollectorRegistry, rejected: Callable[[], dict] | None) -> None:
+        """The loop's CPU seconds and the refusals, which this process counts by itself, as shared counters that
+        sync() brings up to date."""
+        from prometheus_client import multiprocess
+
+        multiprocess.MultiProcessCollector(self.registry, path=self.shared_dir)
+        self._loop_cpu = Counter("mtpserve:frontend_loop_cpu_seconds", "CPU seconds of the HTTP servers' event loop "
+                                 "threads (parsing requests, detokenizing, streaming), summed over the API servers.",
+                                 ["model_name"], registry=own).labels(self.model_name)
+        self._rejected_counter = Counter("mtpserve:request_rejected", "Requests refused by admission control "
+                                         "(503), by reason.", ["model_name", "reason"], registry=own)
+        for reason in REJECT_REASONS:
+            self._rejected_counter.labels(self.model_name, reason)
+        self._rejected, self._synced_cpu, self._synced_rejected = rejected, 0.0, {}
+
+    def sync(self) -> None:
+        """Shared mode: adds what this process counted since the last call (call on its event loop)."""
+        now = time.thread_time()
+        self._loop_cpu.inc(max(now - self._synced_cpu, 0.0))
+        self._synced_cpu = now
+        for reason, count in (self._rejected() if self._rejected else {}).items():
+            self._rejected_counter.labels(self.model_name, reason).inc(count - self._synced_rejected.get(reason, 0))
+            self._synced_rejected[reason] = count
+
+    async def keep_synced(self, interval_s: float = 1.0) -> None:
+        """Shared mode: sync() every interval_s, so that another process's render is at most that far behind."""
+        while True:
+            self.sync()
+            await asyncio.sleep(interval_s)
 
     def observe(self, state: RequestState) -> None:
         """Records one ended request (finished, failed or aborted)."""
@@ -190,5 +232,7 @@ class ServerMetrics:
 
     def render(self) -> bytes:
         """Call on the server's event loop: mtpserve:frontend_loop_cpu_seconds is the calling thread's."""
+        if self.shared_dir:
+            self.sync()
         return generate_latest(self.registry)
 

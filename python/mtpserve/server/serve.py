@@ -56,9 +56,23 @@ def check_port_free(host: str, port: int, what: str) -> None:
     bind_socket(host, port, what).close()
 
 
+@dataclass
+class Frontend:
+    """What an HTTP (and gRPC) API server needs besides its engine; picklable, for API-server processes."""
+    name: str  # the served model name
+    model_root: str
+    host: str
+    port: int
+    api_key: str | None
+    log_level: str
+    grpc_port: int
+    options: ServeOptions
+
+
 def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
           served_model_name: str | None = None, log_level: str = "info", grpc_port: int = 0, nnodes: int = 1,
-          master_node_addr: str | None = None, options: ServeOptions | None = None) -> None:
+          master_node_addr: str | None = None, options: ServeOptions | None = None,
+          api_server_count: int = 1) -> None:
     """Loads the engine, serves the OpenAI API (and the gRPC API when grpc_port is not 0, on the same
     event loop over the same engine) until SIGINT/SIGTERM, then shuts the engine down.
 
@@ -67,23 +81,50 @@ def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: 
     options.shutdown_timeout_s to finish, the rest end with an error; a second signal exits now.
 
     nnodes > 1: this is rank 0 of a tensor-parallel group (mtpserve.ranks): it also runs the
-    control service at master_node_addr, waits for the other ranks, and /health reports them."""
-    from mtpserve.engine import EngineCore
-    from mtpserve.server.app import build_app
-    from mtpserve.server.async_engine import AsyncEngine
-
+    control service at master_node_addr, waits for the other ranks, and /health reports them.
+    api_server_count > 1: the APIs are served by that many processes before this process's engine
+    (server/api_servers.py)."""
     import prometheus_client
 
     options = options or ServeOptions()
-    logging.basicConfig(level=log_level.upper() if log_level != "trace" else "DEBUG",
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level)
     prometheus_client.disable_created_metrics()  # no *_created samples next to every counter
     http_socket = bind_socket(host, port)
     if grpc_port:
         check_port_free(host, grpc_port, "the gRPC API")
-    name = served_model_name or Path(args.model).resolve().name
-    limits = dict(max_queue_len=options.max_queue_len, max_queued_tokens=options.max_queued_tokens,
-                  request_timeout_s=options.request_timeout_s)
+    frontend = Frontend(served_model_name or Path(args.model).resolve().name, model_root(args.model), host, port,
+                        api_key, log_level, grpc_port, options)
+    try:
+        if api_server_count > 1:
+            from mtpserve.server.api_servers import serve_api_servers
+
+            serve_api_servers(args, api_server_count, http_socket, frontend)
+        else:
+            _serve_here(args, nnodes, master_node_addr, http_socket, frontend)
+    finally:
+        http_socket.close()
+
+
+def configure_logging(log_level: str, prefix: str = "") -> None:
+    logging.basicConfig(level=log_level.upper() if log_level != "trace" else "DEBUG",
+                        format=f"%(asctime)s %(levelname)s {prefix}%(name)s: %(message)s")
+
+
+def admission_limits(options: ServeOptions, share: int = 1) -> dict:
+    """The AsyncEngine's admission limits; `share` API servers each take their part of the queue limits."""
+    part = lambda limit: None if limit is None else -(-limit // share)  # noqa: E731
+    return dict(max_queue_len=part(options.max_queue_len), max_queued_tokens=part(options.max_queued_tokens),
+                request_timeout_s=options.request_timeout_s)
+
+
+def _serve_here(args: EngineArgs, nnodes: int, master_node_addr: str | None, http_socket: socket.socket,
+                frontend: Frontend) -> None:
+    """The engine and the APIs in this process."""
+    from mtpserve.engine import EngineCore
+    from mtpserve.server.async_engine import AsyncEngine
+
+    options = frontend.options
+    limits = admission_limits(options)
     ranks = None
     server: _Server | None = None
     if nnodes > 1:
@@ -106,31 +147,41 @@ def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: 
     else:
         engine = AsyncEngine(EngineCore(args), **limits)
     try:
-        root = model_root(args.model)
-        app = build_app(engine, name, api_key=api_key, model_root=root, max_body_bytes=options.max_body_bytes,
-                        health=ranks.health if ranks else None)
-        logger.info("serving %s (max_model_len %d) on %s://%s:%d", name, engine.max_model_len,
-                    "https" if options.tls else "http", host, port)
-        grpc_server = None
-        if grpc_port:
-            from mtpserve.grpc_api.server import GrpcServer
-
-            grpc_server = GrpcServer(engine, name, host=host, port=grpc_port, api_key=api_key,
-                                     model_root=root, health=ranks.health if ranks else None, tls=options.tls)
-        # grpc.aio is only known to be solid on asyncio's own loop, so no uvloop next to it.
-        loop = {"loop": "asyncio"} if grpc_server else {}
-        tls = dict(ssl_certfile=options.tls.certfile, ssl_keyfile=options.tls.keyfile) if options.tls else {}
-        server = _Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
-                                        **loop, **tls), grpc_server, engine, options.shutdown_timeout_s)
+        server = frontend_server(engine, frontend, health=ranks.health if ranks else None)
         if ranks is not None and not ranks.health()[0] and options.exit_on_rank_failure:
             server.exit_when_idle(grace_s=2.0)  # the group failed while this was being set up
         server.run(sockets=[http_socket])
     finally:
-        http_socket.close()
         if ranks is None:
             engine.shutdown()
         else:
             _shutdown_ranks(engine, ranks)
+
+
+def frontend_server(engine, frontend: Frontend, health=None,
+                    exit_signals: tuple = (signal.SIGINT, signal.SIGTERM)) -> "_Server":
+    """The uvicorn server of the HTTP API over `engine` (an AsyncEngine), with the gRPC API on its event loop
+    when frontend.grpc_port is set; run it with run(sockets=[...])."""
+    from mtpserve.server.app import build_app
+
+    options = frontend.options
+    app = build_app(engine, frontend.name, api_key=frontend.api_key, model_root=frontend.model_root,
+                    max_body_bytes=options.max_body_bytes, health=health)
+    logger.info("serving %s (max_model_len %d) on %s://%s:%d", frontend.name, engine.max_model_len,
+                "https" if options.tls else "http", frontend.host, frontend.port)
+    grpc_server = None
+    if frontend.grpc_port:
+        from mtpserve.grpc_api.server import GrpcServer
+
+        grpc_server = GrpcServer(engine, frontend.name, host=frontend.host, port=frontend.grpc_port,
+                                 api_key=frontend.api_key, model_root=frontend.model_root, health=health,
+                                 tls=options.tls)
+    # grpc.aio is only known to be solid on asyncio's own loop, so no uvloop next to it.
+    loop = {"loop": "asyncio"} if grpc_server else {}
+    tls = dict(ssl_certfile=options.tls.certfile, ssl_keyfile=options.tls.keyfile) if options.tls else {}
+    config = uvicorn.Config(app, host=frontend.host, port=frontend.port, log_level=frontend.log_level,
+                            timeout_graceful_shutdown=5, **loop, **tls)
+    return _Server(config, grpc_server, engine, options.shutdown_timeout_s, exit_signals)
 
 
 def _shutdown_ranks(engine, ranks) -> None:
@@ -156,9 +207,10 @@ class _Server(uvicorn.Server):
     re-raise the signal afterwards and kill the process before the engine is shut down. A gRPC
     server, if given, runs on the same event loop for as long as the HTTP server does."""
 
-    def __init__(self, config: uvicorn.Config, grpc_server=None, engine=None, shutdown_timeout_s: float = 30.0):
+    def __init__(self, config: uvicorn.Config, grpc_server=None, engine=None, shutdown_timeout_s: float = 30.0,
+                 exit_signals: tuple = (signal.SIGINT, signal.SIGTERM)):
         super().__init__(config)
-        self.grpc_server = grpc_server
+        self.grpc_server, self.exit_signals = grpc_server, exit_signals
         self.engine, self.shutdown_timeout_s = engine, shutdown_timeout_s
         self._draining = False
 
@@ -209,7 +261,7 @@ class _Server(uvicorn.Server):
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in self.exit_signals}
         try:
             yield
         finally:

@@ -1,0 +1,160 @@
+"""Several API-server processes before one engine (`mtpserve serve --api_server_count N`), and the engine link
+they use (engine_link.py): real processes, the official openai client, the offline engine as the reference."""
+import json
+import os
+import re
+import signal
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from openai import OpenAI
+
+from mtpserve import LLM, SamplingParams
+from mtpserve.cli import main as cli_main
+from mtpserve.engine import EngineCore
+from mtpserve.engine_args import EngineArgs
+from mtpserve.engine_link import EngineClient, EngineServer
+from servers import start_serve, wait_for
+from test_reliability import free_port
+
+ENGINE = dict(dtype="float32", block_size=8, max_cache_blocks=64)
+PROMPTS = ["the quick brown fox", "hello world", "a b c d e", "one two three four", "the cat sat on the mat",
+           "to be or not to be", "red green blue", "alpha beta gamma"]
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                children.append(int(entry))
+    return children
+
+
+def _read_all(client: EngineClient, request_id: str) -> list:
+    """client's outputs until request_id's last one (bounded)."""
+    outputs = []
+    wait_for(lambda: outputs.extend(client.get_outputs(0.1)) or any(o.finished and o.request_id == request_id
+                                                                     for o in outputs), f"{request_id} to finish")
+    return outputs
+
+
+def test_engine_server_routes_outputs_to_their_client_and_aborts_a_lost_clients_requests(tiny_model_dir, tmp_path):
+    core = EngineCore(EngineArgs(model=str(tiny_model_dir), num_speculative_tokens=2, **ENGINE))
+    server = EngineServer(core, str(tmp_path / "engine.sock"), clients=2, on_lost=lambda c, why: lost.append(c))
+    lost = []
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    a, b = (EngineClient(server.address, server.key, client) for client in (0, 1))
+    greedy = SamplingParams(temperature=0, max_tokens=16, ignore_eos=True)
+    a.add_request("a1", [5, 6, 7, 8], greedy)
+    b.add_request("b1", [5, 6, 7, 8], greedy)
+    outs_a, outs_b = _read_all(a, "a1"), _read_all(b, "b1")
+    assert {o.request_id for o in outs_a} == {"a1"} and {o.request_id for o in outs_b} == {"b1"}
+    tokens = [t for o in outs_a for t in o.token_ids]
+    assert len(tokens) == 16 and tokens == [t for o in outs_b for t in o.token_ids]
+    with pytest.raises(ValueError, match="'a2' is already in use"):
+        a.add_request("a2", [5, 6], greedy)
+        b.add_request("a2", [5, 6], greedy)
+    b.add_request("b2", [9, 10, 11], SamplingParams(temperature=0, max_tokens=200, ignore_eos=True))
+    wait_for(lambda: core.engine.stats().running == 2, "both requests to run")
+    b.close()  # b's process is gone: b2 is aborted, a2 goes on
+    wait_for(lambda: lost == [1], "the server to notice client 1 is gone")
+    outs_a = _read_all(a, "a2")
+    assert sum(len(o.token_ids) for o in outs_a) == 16
+    wait_for(lambda: core.engine.stats().running == 0 and core.engine.stats().kv_usage == 0, "b2's blocks to be freed")
+    a.shutdown()  # shuts the engine down
+    thread.join(30)
+    assert not thread.is_alive()
+
+
+def _metric(text: str, name: str, **labels) -> float:
+    """The value of a sample of /metrics's text (labels given must match)."""
+    for line in text.splitlines():
+        match = re.match(rf"{re.escape(name)}(\{{[^}}]*\}})? (\S+)$", line)
+        if match and all(f'{k}="{v}"' in (match.group(1) or "") for k, v in labels.items()):
+            return float(match.group(2))
+    raise AssertionError(f"{name} {labels} is not in /metrics")
+
+
+def test_api_servers_answer_as_the_offline_engine_count_together_and_drain(tiny_model_dir):
+    """Two API servers (two processes beside the engine's) give the offline engine's greedy tokens to
+    concurrent clients, /metrics counts every request whichever process renders it, and SIGTERM lets a
+    running stream finish before everything exits 0."""
+    port = free_port()
+    proc = start_serve("--model", str(tiny_model_dir), "--dtype=float32", "--block_size=8", "--max_cache_blocks=64",
+                       "--num_speculative_tokens=2", f"--port={port}", "--log_level=warning",
+                       "--api_server_count=2", "--shutdown_timeout=60")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: proc.poll() is not None or _healthy(url), "the API servers to come up", timeout_s=120)
+        assert proc.poll() is None, proc.stdout.read()
+        assert len(_children(proc.pid)) >= 2  # the API servers (and multiprocessing's resource tracker)
+
+        def complete(prompt: str) -> str:
+            with OpenAI(base_url=url + "/v1", api_key="none", max_retries=0) as client:  # a connection each
+                return client.completions.create(model=tiny_model_dir.name, prompt=prompt, max_tokens=24,
+                                                 temperature=0, extra_body={"ignore_eos": True}).choices[0].text
+
+        with ThreadPoolExecutor(len(PROMPTS)) as pool:
+            served = list(pool.map(complete, PROMPTS))
+        offline = LLM(str(tiny_model_dir), **ENGINE).generate(PROMPTS, SamplingParams(temperature=0, max_tokens=24,
+                                                                                       ignore_eos=True))
+        assert served == [o.outputs[0].text for o in offline]
+        metrics = httpx.get(url + "/metrics", timeout=10).text
+        assert _metric(metrics, "mtpserve:request_success_total", finished_reason="length") == len(PROMPTS)
+        assert _metric(metrics, "mtpserve:time_to_first_token_seconds_count") == len(PROMPTS)
+        assert _metric(metrics, "mtpserve:frontend_loop_cpu_seconds_total") > 0
+        assert _metric(metrics, "mtpserve:generation_tokens_total") >= 24 * len(PROMPTS)
+        _sigterm_drains(proc, url)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url + "/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _sigterm_drains(proc, url: str) -> None:
+    events, first = [], threading.Event()
+
+    def stream():
+        body = {"prompt": "the quick brown fox", "max_tokens": 200, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", url + "/v1/completions", json=body, timeout=120) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    events.append(json.loads(line[6:]))
+                    first.set()
+        first.set()
+
+    t = threading.Thread(target=stream, daemon=True)
+    t.start()
+    assert first.wait(60)
+    proc.send_signal(signal.SIGTERM)
+    t.join(120)
+    assert not t.is_alive()
+    assert events[-1]["choices"][0]["finish_reason"] == "length"
+    assert sum(len(e["choices"][0]["text"]) > 0 for e in events) > 1
+    assert proc.wait(60) == 0, proc.stdout.read()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--api_server_count=0"], "--api_server_count must be >= 1, got 0"),
+    (["--api_server_count=2", "--nnodes=2", "--master_node_addr=127.0.0.1:29999"],
+     "--api_server_count 2 needs --nnodes 1"),
+])
+def test_bad_api_server_counts_are_refused_before_loading(tiny_model_dir, capsys, flags, message):
+    assert cli_main(["serve", "--model", str(tiny_model_dir), "--port=0", *flags]) == 2
+    assert message in capsys.readouterr().err
