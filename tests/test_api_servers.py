@@ -16,6 +16,7 @@ from mtpserve.cli import main as cli_main
 from mtpserve.engine import EngineCore
 from mtpserve.engine_args import EngineArgs
 from mtpserve.engine_link import EngineClient, EngineServer
+from mtpserve.grpc_client import GrpcClient
 from servers import start_serve, wait_for
 from test_reliability import free_port
 
@@ -86,12 +87,12 @@ def _metric(text: str, name: str, **labels) -> float:
 
 def test_api_servers_answer_as_the_offline_engine_count_together_and_drain(tiny_model_dir):
     """Two API servers (two processes beside the engine's) give the offline engine's greedy tokens to
-    concurrent clients, /metrics counts every request whichever process renders it, and SIGTERM lets a
-    running stream finish before everything exits 0."""
-    port = free_port()
+    concurrent clients (the gRPC API, on the first, too), /metrics counts every request whichever process
+    renders it, and SIGTERM lets a running stream finish before everything exits 0."""
+    port, grpc_port = free_port(), free_port()
     proc = start_serve("--model", str(tiny_model_dir), "--dtype=float32", "--block_size=8", "--max_cache_blocks=64",
-                       "--num_speculative_tokens=2", f"--port={port}", "--log_level=warning",
-                       "--api_server_count=2", "--shutdown_timeout=60")
+                       "--num_speculative_tokens=2", f"--port={port}", f"--grpc_port={grpc_port}",
+                       "--log_level=warning", "--api_server_count=2", "--shutdown_timeout=60")
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: proc.poll() is not None or _healthy(url), "the API servers to come up", timeout_s=120)
@@ -108,9 +109,13 @@ def test_api_servers_answer_as_the_offline_engine_count_together_and_drain(tiny_
         offline = LLM(str(tiny_model_dir), **ENGINE).generate(PROMPTS, SamplingParams(temperature=0, max_tokens=24,
                                                                                        ignore_eos=True))
         assert served == [o.outputs[0].text for o in offline]
+        with GrpcClient(f"127.0.0.1:{grpc_port}", timeout=60) as grpc_client:
+            assert grpc_client.generate(PROMPTS[0], temperature=0, max_tokens=24, ignore_eos=True).text == served[0]
+        # A gRPC stream's end is recorded once its last message is out: waited for, boundedly.
+        wait_for(lambda: _metric(httpx.get(url + "/metrics", timeout=10).text, "mtpserve:request_success_total",
+                                 finished_reason="length") == len(PROMPTS) + 1, "every request to be counted")
         metrics = httpx.get(url + "/metrics", timeout=10).text
-        assert _metric(metrics, "mtpserve:request_success_total", finished_reason="length") == len(PROMPTS)
-        assert _metric(metrics, "mtpserve:time_to_first_token_seconds_count") == len(PROMPTS)
+        assert _metric(metrics, "mtpserve:time_to_first_token_seconds_count") == len(PROMPTS) + 1
         assert _metric(metrics, "mtpserve:frontend_loop_cpu_seconds_total") > 0
         assert _metric(metrics, "mtpserve:generation_tokens_total") >= 24 * len(PROMPTS)
         _sigterm_drains(proc, url)
