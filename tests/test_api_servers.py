@@ -163,3 +163,26 @@ def _sigterm_drains(proc, url: str) -> None:
 def test_bad_api_server_counts_are_refused_before_loading(tiny_model_dir, capsys, flags, message):
     assert cli_main(["serve", "--model", str(tiny_model_dir), "--port=0", *flags]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_api_server_that_dies_leaves_the_others_serving_and_the_exit_code_says_so(tiny_model_dir):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start_serve("--model", str(tiny_model_dir), "--dtype=float32", "--block_size=8", "--max_cache_blocks=64",
+                       f"--port={port}", "--log_level=warning", "--api_server_count=2")
+    try:
+        wait_for(lambda: proc.poll() is not None or _healthy(url), "the API servers to come up", timeout_s=120)
+        api_servers = [pid for pid in _children(proc.pid) if b"spawn_main" in open(f"/proc/{pid}/cmdline", "rb").read()]
+        assert len(api_servers) == 2
+        os.kill(api_servers[0], signal.SIGKILL)
+        wait_for(lambda: not os.path.exists(f"/proc/{api_servers[0]}"), "the API server to be reaped")
+        body = {"prompt": "hello world", "max_tokens": 8, "ignore_eos": True}
+        for _ in range(4):  # new connections: each one reaches the API server that is left
+            assert httpx.post(url + "/v1/completions", json=body, timeout=60).status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 1
+        assert "mtpserve-api0 exited with code -9" in proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

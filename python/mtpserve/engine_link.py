@@ -14,7 +14,7 @@ import secrets
 import threading
 from multiprocessing.connection import Client, Connection, Listener
 from types import SimpleNamespace
-from typing import Callable
+from typing import Callable, Iterator
 
 logger = logging.getLogger("mtpserve.engine_link")
 
@@ -71,20 +71,20 @@ class EngineServer:
         self._lock = threading.Lock()
         self._owner: dict[str, int] = {}  # open request id -> its client
         self._outputs: dict[int, Connection] = {}
-        self.ready = threading.Event()  # every client has connected
 
     def run(self) -> None:
-        commands = self._accept()
-        self.ready.set()
         done = threading.Event()
         pump = threading.Thread(target=pump_outputs, args=(self.core.engine.get_outputs, self._route, done),
                                 name="mtpserve-engine-outputs", daemon=True)
         pump.start()
-        loops = [threading.Thread(target=self._serve_client, args=(client, conn), daemon=True,
-                                  name=f"mtpserve-client{client}-commands") for client, conn in commands.items()]
+        commands: dict[int, Connection] = {}
+        loops = []
         try:
-            for loop in loops:
-                loop.start()
+            for client, conn in self._accept():  # each client is served from when it has connected
+                commands[client] = conn
+                loops.append(threading.Thread(target=self._serve_client, args=(client, conn), daemon=True,
+                                              name=f"mtpserve-client{client}-commands"))
+                loops[-1].start()
             for loop in loops:
                 loop.join()
         finally:
@@ -93,8 +93,9 @@ class EngineServer:
             for conn in [*commands.values(), *self._outputs.values()]:
                 conn.close()
 
-    def _accept(self) -> dict[int, Connection]:
-        """Each client's two connections, in whatever order they arrive."""
+    def _accept(self) -> Iterator[tuple[int, Connection]]:
+        """Each client, with its command connection, once both of its connections have arrived (in whatever
+        order)."""
         commands: dict[int, Connection] = {}
         try:
             while len(commands) < self.clients or len(self._outputs) < self.clients:
@@ -105,9 +106,10 @@ class EngineServer:
                     raise ConnectionError(f"an engine client named itself {client} ({role}); expected "
                                           f"{self.clients} clients, each once")
                 (commands if role == "commands" else self._outputs)[client] = conn
+                if client in commands and client in self._outputs:
+                    yield client, commands[client]
         finally:
             self._listener.close()
-        return commands
 
     def _route(self, outputs: list) -> None:
         by_client: dict[int, list] = {}

@@ -93,7 +93,7 @@ def serve_api_servers(args: EngineArgs, count: int, http_socket: socket.socket, 
                                frontend if i == 0 else dataclasses.replace(frontend, grpc_port=0),
                                core.max_model_len, core.num_blocks, core.model.config.vocab_size)
                  for i in range(count)]
-        failed = _supervise(specs, server.ready, frontend.options.shutdown_timeout_s)
+        failed = _supervise(specs, frontend.options.shutdown_timeout_s)
     finally:
         os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
         core.shutdown()
@@ -102,10 +102,8 @@ def serve_api_servers(args: EngineArgs, count: int, http_socket: socket.socket, 
         raise SystemExit(1)
 
 
-def _supervise(specs: list[ApiServerSpec], connected: threading.Event, shutdown_timeout_s: float) -> bool:
-    """Starts the API servers and waits for all of them to exit; True when one exited with an error. One that
-    fails before every API server has connected to the engine stops them all (the engine serves none until
-    then)."""
+def _supervise(specs: list[ApiServerSpec], shutdown_timeout_s: float) -> bool:
+    """Starts the API servers and waits for all of them to exit; True when one exited with an error."""
     context = multiprocessing.get_context("spawn")
     processes = [context.Process(target=run_api_server, args=(spec,), name=f"mtpserve-api{spec.index}")
                  for spec in specs]
@@ -130,14 +128,9 @@ def _supervise(specs: list[ApiServerSpec], connected: threading.Event, shutdown_
                 running.remove(process)
                 if process.exitcode != 0:
                     failed = True
-                    if not connected.is_set():
-                        logger.error("%s exited with code %s while starting: stopping", process.name,
-                                     process.exitcode)
-                        stop(None, None)
-                    else:
-                        logger.error("%s exited with code %s; its open requests were aborted; %d API servers are "
-                                     "left", process.name, process.exitcode, len(running))
-            if stopping.is_set():
+                    logger.error("%s exited with code %s; its open requests were aborted; %d API servers are left",
+                                 process.name, process.exitcode, len(running))
+            if stopping.is_set() and running:
                 _join(running, shutdown_timeout_s + _EXIT_GRACE_S)
                 running = []
     finally:
