@@ -1,10 +1,15 @@
 """Starting `mtpserve serve` processes in tests, and waiting, boundedly, until they (or anything else) answer."""
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+
+import httpx
 
 from mtpserve.client import MtpserveError
 
@@ -56,3 +61,28 @@ def ended_state(served, request_id, timeout_s=10.0):
 
     wait_for(lambda: state() is not None, f"request {request_id} to end on the server", timeout_s)
     return state()
+
+
+def assert_sigterm_drains(proc: subprocess.Popen, url: str) -> None:
+    """A stream of 200 tokens runs; SIGTERM to `proc` lets it finish (finish_reason "length"), then the process
+    exits 0."""
+    events, first = [], threading.Event()
+
+    def stream():
+        body = {"prompt": "the quick brown fox", "max_tokens": 200, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", url + "/v1/completions", json=body, timeout=120) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    events.append(json.loads(line[6:]))
+                    first.set()
+        first.set()
+
+    t = threading.Thread(target=stream, daemon=True)
+    t.start()
+    assert first.wait(60)
+    proc.send_signal(signal.SIGTERM)
+    t.join(120)
+    assert not t.is_alive()
+    assert events[-1]["choices"][0]["finish_reason"] == "length"
+    assert sum(len(e["choices"][0]["text"]) > 0 for e in events) > 1
+    assert proc.wait(60) == 0, proc.stdout.read()

@@ -19,7 +19,7 @@ import httpx
 import openai
 import pytest
 
-from servers import start_serve, wait_until_healthy, wait_until_idle
+from servers import assert_sigterm_drains, start_serve, wait_until_healthy, wait_until_idle
 
 from mtpserve.client import Client
 from mtpserve.engine import EngineCore
@@ -279,24 +279,7 @@ def test_sigterm_lets_running_requests_finish(tiny_model_dir):
     try:
         with Client(url, timeout=10) as c:
             wait_until_healthy(c, proc)
-        events, first = [], threading.Event()
-
-        def stream():
-            body = {"prompt": "the quick brown fox", "max_tokens": 200, "ignore_eos": True, "stream": True}
-            with httpx.stream("POST", url + "/v1/completions", json=body, timeout=120) as r:
-                for line in r.iter_lines():
-                    if line.startswith("data: ") and line != "data: [DONE]":
-                        events.append(json.loads(line[6:]))
-                        first.set()
-            first.set()
-        t = threading.Thread(target=stream, daemon=True)
-        t.start()
-        assert first.wait(60)
-        proc.send_signal(signal.SIGTERM)
-        t.join(120)
-        assert not t.is_alive()
-        assert events[-1]["choices"][0]["finish_reason"] == "length"
-        assert proc.wait(60) == 0, proc.stdout.read()
+        assert_sigterm_drains(proc, url)
     finally:
         if proc.poll() is None:
             proc.kill()
