@@ -239,12 +239,13 @@ def test_sigterm_drain(stuck, timeout_s):
     still running end with a clear error; then the server exits (this engine finishes nothing)."""
     import uvicorn
 
-    from mtpserve.server.serve import _Server, bind_socket
+    from mtpserve.server.frontend import FrontendServer
+    from mtpserve.server.serve import bind_socket
 
     s = stuck()
     sock = bind_socket("127.0.0.1", 0)
     url = "http://127.0.0.1:%d" % sock.getsockname()[1]
-    server = _Server(uvicorn.Config(build_app(s.engine, "m"), log_level="warning"), None, s.engine, timeout_s)
+    server = FrontendServer(uvicorn.Config(build_app(s.engine, "m"), log_level="warning"), None, s.engine, timeout_s)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     results = []

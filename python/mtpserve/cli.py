@@ -175,7 +175,7 @@ def read_secret(flag_value: str | None, file_path: str | None, env: str, what: s
 
 
 def serve_options(ns: argparse.Namespace):
-    from mtpserve.server.serve import ServeOptions
+    from mtpserve.server.frontend import ServeOptions
     from mtpserve.server.tls import TlsFiles
 
     for flag in ("max_queue_len", "max_queued_tokens", "max_body_bytes"):

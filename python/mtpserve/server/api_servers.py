@@ -33,7 +33,7 @@ from types import SimpleNamespace
 
 from mtpserve.engine_args import EngineArgs
 from mtpserve.engine_link import EngineClient, EngineServer
-from mtpserve.server.serve import Frontend, admission_limits, configure_logging, frontend_server
+from mtpserve.server.frontend import Frontend, admission_limits, configure_logging, frontend_server
 
 logger = logging.getLogger("mtpserve.server")
 
