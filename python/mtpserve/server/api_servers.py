@@ -5,7 +5,7 @@ private directory), then starts them and supervises them. Each API server is a p
 serves the HTTP API on the listening socket they all share (the kernel hands each new connection to one of
 them), tokenizes, renders chat templates, detokenizes, applies stop strings and streams; the first one also
 serves the gRPC API. One process's GIL bounds the request rate one frontend can serve (about 250 streamed
-requests a second on an H200's host, docs/benchmarks.md); the engine's steps never take it.
+requests a second on an H200's host, docs/benchmarks.md), while the engine's steps run in C++ without it.
 
 What the API servers count for /metrics (per-request latencies, finish reasons, refusals, their event loops'
 CPU seconds) is shared through prometheus_client's multiprocess mode, so every one of them renders the sum.
@@ -81,11 +81,9 @@ def serve_api_servers(args: EngineArgs, count: int, http_socket: socket.socket, 
     from mtpserve.engine import EngineCore
 
     core = EngineCore(args)
-    private = tempfile.mkdtemp(prefix="mtpserve-")
-    lost: list[int] = []
+    private = tempfile.mkdtemp(prefix="mtpserve-")  # mode 0700: the engine's socket and the shared metrics
     try:
-        server = EngineServer(core, os.path.join(private, "engine.sock"), clients=count,
-                              on_lost=lambda client, why: lost.append(client))
+        server = EngineServer(core, os.path.join(private, "engine.sock"), clients=count)
         threading.Thread(target=server.run, name="mtpserve-engine-server", daemon=True).start()
         os.mkdir(os.path.join(private, "metrics"))
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.path.join(private, "metrics")  # inherited by the API servers
@@ -131,8 +129,7 @@ def _supervise(specs: list[ApiServerSpec], shutdown_timeout_s: float) -> bool:
                     logger.error("%s exited with code %s; its open requests were aborted; %d API servers are left",
                                  process.name, process.exitcode, len(running))
             if stopping.is_set() and running:
-                _join(running, shutdown_timeout_s + _EXIT_GRACE_S)
-                running = []
+                _join(running, shutdown_timeout_s + _EXIT_GRACE_S)  # the next round collects their exit codes
     finally:
         for sig, handler in original.items():
             signal.signal(sig, handler)
