@@ -71,12 +71,12 @@ class EngineServer:
         self._lock = threading.Lock()
         self._owner: dict[str, int] = {}  # open request id -> its client
         self._outputs: dict[int, Connection] = {}
+        self._done = threading.Event()
+        self._pump = threading.Thread(target=pump_outputs, args=(core.engine.get_outputs, self._route, self._done),
+                                      name="mtpserve-engine-outputs", daemon=True)
 
     def run(self) -> None:
-        done = threading.Event()
-        pump = threading.Thread(target=pump_outputs, args=(self.core.engine.get_outputs, self._route, done),
-                                name="mtpserve-engine-outputs", daemon=True)
-        pump.start()
+        self._pump.start()
         commands: dict[int, Connection] = {}
         loops = []
         try:
@@ -88,10 +88,16 @@ class EngineServer:
             for loop in loops:
                 loop.join()
         finally:
-            done.set()
-            pump.join()
+            self.stop()
             for conn in [*commands.values(), *self._outputs.values()]:
                 conn.close()
+
+    def stop(self) -> None:
+        """Stops taking the engine's outputs, so that the engine can be shut down; run() returns once its clients
+        have gone."""
+        self._done.set()
+        if self._pump.is_alive():
+            self._pump.join()
 
     def _accept(self) -> Iterator[tuple[int, Connection]]:
         """Each client, with its command connection, once both of its connections have arrived (in whatever

@@ -82,6 +82,7 @@ def serve_api_servers(args: EngineArgs, count: int, http_socket: socket.socket, 
 
     core = EngineCore(args)
     private = tempfile.mkdtemp(prefix="mtpserve-")  # mode 0700: the engine's socket and the shared metrics
+    server = None
     try:
         server = EngineServer(core, os.path.join(private, "engine.sock"), clients=count)
         threading.Thread(target=server.run, name="mtpserve-engine-server", daemon=True).start()
@@ -94,6 +95,8 @@ def serve_api_servers(args: EngineArgs, count: int, http_socket: socket.socket, 
         failed = _supervise(specs, frontend.options.shutdown_timeout_s)
     finally:
         os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        if server is not None:
+            server.stop()  # no thread left inside the engine when it goes
         core.shutdown()
         shutil.rmtree(private, ignore_errors=True)
     if failed:
