@@ -127,7 +127,8 @@ def _supervise(specs: list[ApiServerSpec], shutdown_timeout_s: float) -> bool:
             multiprocessing.connection.wait([p.sentinel for p in running], timeout=1.0)
             for process in [p for p in running if not p.is_alive()]:
                 running.remove(process)
-                if process.exitcode != 0:
+                # An API server still starting when told to stop ends by the SIGTERM itself.
+                if process.exitcode != 0 and not (stopping.is_set() and process.exitcode == -signal.SIGTERM):
                     failed = True
                     logger.error("%s exited with code %s; its open requests were aborted; %d API servers are left",
                                  process.name, process.exitcode, len(running))
