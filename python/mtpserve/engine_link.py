@@ -60,8 +60,9 @@ def pump_outputs(get_outputs: Callable[[float], list], deliver: Callable[[list],
 class EngineServer:
     """Serves `core` (an EngineCore) to `clients` clients that connect to `address` with `key`.
 
-    run() returns once every client has sent shutdown (the first one shuts the core down) or gone away. What a
-    client that went away had open is aborted in the engine, and on_lost(client, why) is called."""
+    run() returns once every client has sent shutdown (the first one shuts the core down) or gone away (a client
+    that never connects keeps it waiting; the others are served from when each connects). What a client that went
+    away had open is aborted in the engine, and on_lost(client, why) is called."""
 
     def __init__(self, core, address, clients: int = 1, on_lost: Callable[[int, str], None] | None = None):
         self.core, self.clients, self._on_lost = core, clients, on_lost
