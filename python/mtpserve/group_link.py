@@ -14,7 +14,7 @@ import socket
 import threading
 from typing import Callable
 
-from mtpserve.engine_link import EngineClient, EngineServer
+from mtpserve.engine_link import EngineClient, EngineServer, pump_outputs
 
 
 def _store_key(group: int) -> str:
@@ -81,10 +81,7 @@ class GroupClient(EngineClient):
 
     def _read(self, on_outputs: Callable[[list], None]) -> None:
         try:
-            while not self._closing.is_set():
-                outputs = self.get_outputs(0.1)
-                if outputs:
-                    on_outputs(outputs)
+            pump_outputs(self.get_outputs, on_outputs, self._closing)
         except RuntimeError:
             pass  # the link is gone: error() says so
 

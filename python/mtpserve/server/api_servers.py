@@ -142,9 +142,9 @@ def _supervise(specs: list[ApiServerSpec], shutdown_timeout_s: float) -> bool:
 
 def _join(processes: list, timeout_s: float) -> None:
     """Waits for the draining API servers; kills what is left after timeout_s."""
-    multiprocessing.connection.wait([p.sentinel for p in processes], timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
     for process in processes:
-        process.join(max(timeout_s, 0.1))
+        process.join(max(deadline - time.monotonic(), 0.1))
         if process.is_alive():
             logger.error("%s did not exit after %g s: killing it", process.name, timeout_s)
             process.kill()
