@@ -12,11 +12,12 @@ from openai import OpenAI
 
 from mtpserve import LLM, SamplingParams
 from mtpserve.cli import main as cli_main
+from mtpserve.client import Client
 from mtpserve.engine import EngineCore
 from mtpserve.engine_args import EngineArgs
 from mtpserve.engine_link import EngineClient, EngineServer
 from mtpserve.grpc_client import GrpcClient
-from servers import assert_sigterm_drains, start_serve, wait_for
+from servers import assert_sigterm_drains, start_serve, wait_for, wait_until_healthy
 from test_reliability import free_port
 
 ENGINE = dict(dtype="float32", block_size=8, max_cache_blocks=64)
@@ -94,8 +95,8 @@ def test_api_servers_answer_as_the_offline_engine_count_together_and_drain(tiny_
                        "--log_level=warning", "--api_server_count=2", "--shutdown_timeout=60")
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: proc.poll() is not None or _healthy(url), "the API servers to come up", timeout_s=120)
-        assert proc.poll() is None, proc.stdout.read()
+        with Client(url, timeout=10) as client:
+            wait_until_healthy(client, proc, timeout_s=120)
         assert len(_children(proc.pid)) >= 2  # the API servers (and multiprocessing's resource tracker)
 
         def complete(prompt: str) -> str:
@@ -124,13 +125,6 @@ def test_api_servers_answer_as_the_offline_engine_count_together_and_drain(tiny_
             proc.wait()
 
 
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(url + "/health", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 @pytest.mark.parametrize("flags, message", [
     (["--api_server_count=0"], "--api_server_count must be >= 1, got 0"),
     (["--api_server_count=2", "--nnodes=2", "--master_node_addr=127.0.0.1:29999"],
@@ -147,7 +141,8 @@ def test_an_api_server_that_dies_leaves_the_others_serving_and_the_exit_code_say
     proc = start_serve("--model", str(tiny_model_dir), "--dtype=float32", "--block_size=8", "--max_cache_blocks=64",
                        f"--port={port}", "--log_level=warning", "--api_server_count=2")
     try:
-        wait_for(lambda: proc.poll() is not None or _healthy(url), "the API servers to come up", timeout_s=120)
+        with Client(url, timeout=10) as client:
+            wait_until_healthy(client, proc, timeout_s=120)
 
         def api_servers() -> list[int]:  # once they have exec'd multiprocessing's spawn_main
             return [pid for pid in _children(proc.pid) if b"spawn_main" in open(f"/proc/{pid}/cmdline", "rb").read()]
