@@ -3,6 +3,7 @@ they use (engine_link.py): real processes, the official openai client, the offli
 import os
 import re
 import signal
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,6 +38,31 @@ def _children(pid: int) -> list[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 children.append(int(entry))
     return children
+
+
+def _api_servers(pid: int) -> list[int]:
+    """The API-server processes of the server `pid`, once they have exec'd multiprocessing's spawn_main."""
+    return [child for child in _children(pid) if b"spawn_main" in open(f"/proc/{child}/cmdline", "rb").read()]
+
+
+def _accepted(pid: int, port: int) -> int:
+    """How many established TCP connections to local `port` process `pid` holds."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in list(f)[1:]:
+                fields = line.split()
+                local_port, state, inode = int(fields[1].rsplit(":", 1)[1], 16), fields[3], fields[9]
+                count += local_port == port and state == "01" and inode in inodes
+    return count
 
 
 def _read_all(client: EngineClient, request_id: str) -> list:
@@ -86,8 +112,8 @@ def _metric(text: str, name: str, **labels) -> float:
 
 
 def test_api_servers_answer_as_the_offline_engine_count_together_and_drain(tiny_model_dir):
-    """Two API servers (two processes beside the engine's) give the offline engine's greedy tokens to
-    concurrent clients (the gRPC API, on the first, too), /metrics counts every request whichever process
+    """Two API servers (two processes beside the engine's) share a burst of new connections, give the offline
+    engine's greedy tokens to concurrent clients (the gRPC API, on the first, too), /metrics counts every request whichever process
     renders it, and SIGTERM lets a running stream finish before everything exits 0."""
     port, grpc_port = free_port(), free_port()
     proc = start_serve("--model", str(tiny_model_dir), "--dtype=float32", "--block_size=8", "--max_cache_blocks=64",
@@ -97,7 +123,14 @@ def test_api_servers_answer_as_the_offline_engine_count_together_and_drain(tiny_
     try:
         with Client(url, timeout=10) as client:
             wait_until_healthy(client, proc, timeout_s=120)
-        assert len(_children(proc.pid)) >= 2  # the API servers (and multiprocessing's resource tracker)
+        wait_for(lambda: len(_api_servers(proc.pid)) == 2, "both API servers to start")
+        connections = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(16)]
+        try:  # a burst of connections is spread over both (on one shared socket one process could accept them all)
+            wait_for(lambda: sum(_accepted(pid, port) for pid in _api_servers(proc.pid)) == 16, "16 accepts")
+            assert all(_accepted(pid, port) > 0 for pid in _api_servers(proc.pid))
+        finally:
+            for connection in connections:
+                connection.close()
 
         def complete(prompt: str) -> str:
             with OpenAI(base_url=url + "/v1", api_key="none", max_retries=0) as client:  # a connection each
@@ -143,12 +176,8 @@ def test_an_api_server_that_dies_leaves_the_others_serving_and_the_exit_code_say
     try:
         with Client(url, timeout=10) as client:
             wait_until_healthy(client, proc, timeout_s=120)
-
-        def api_servers() -> list[int]:  # once they have exec'd multiprocessing's spawn_main
-            return [pid for pid in _children(proc.pid) if b"spawn_main" in open(f"/proc/{pid}/cmdline", "rb").read()]
-
-        wait_for(lambda: len(api_servers()) == 2, "both API servers to start")
-        killed = api_servers()[0]
+        wait_for(lambda: len(_api_servers(proc.pid)) == 2, "both API servers to start")
+        killed = _api_servers(proc.pid)[0]
         os.kill(killed, signal.SIGKILL)
         wait_for(lambda: not os.path.exists(f"/proc/{killed}"), "the API server to be reaped")
         body = {"prompt": "hello world", "max_tokens": 8, "ignore_eos": True}

@@ -2,8 +2,8 @@
 
 This process loads the engine and serves it to the API servers (engine_link.EngineServer, on a Unix socket in a
 private directory), then starts them and supervises them. Each API server is a process with its own GIL: it
-serves the HTTP API on the listening socket they all share (the kernel hands each new connection to one of
-them), tokenizes, renders chat templates, detokenizes, applies stop strings and streams; the first one also
+serves the HTTP API on a listening socket of its own, all bound to one port (SO_REUSEPORT: the kernel spreads
+new connections over them), tokenizes, renders chat templates, detokenizes, applies stop strings and streams; the first one also
 serves the gRPC API. One process's GIL bounds the request rate one frontend can serve (about 250 streamed
 requests a second on an H200's host, docs/benchmarks.md), while the engine's steps run in C++ without it.
 
@@ -46,7 +46,7 @@ class ApiServerSpec:
     """What an API-server process is started with (pickled to it)."""
     index: int
     count: int
-    sock: socket.socket  # the shared listening socket of the HTTP API
+    sock: socket.socket  # this API server's listening socket of the HTTP API (one port, SO_REUSEPORT)
     engine_address: str
     engine_key: bytes
     args: EngineArgs
@@ -75,11 +75,12 @@ class ApiServerCore:
         self.engine.close()
 
 
-def serve_api_servers(args: EngineArgs, count: int, http_socket: socket.socket, frontend: Frontend) -> None:
-    """Loads the engine, serves it through `count` API-server processes until they have all exited, then shuts
-    it down; raises SystemExit(1) when an API server failed."""
+def serve_api_servers(args: EngineArgs, http_sockets: list[socket.socket], frontend: Frontend) -> None:
+    """Loads the engine, serves it through an API-server process per listening socket until they have all exited,
+    then shuts it down; raises SystemExit(1) when an API server failed."""
     from mtpserve.engine import EngineCore
 
+    count = len(http_sockets)
     core = EngineCore(args)
     private = tempfile.mkdtemp(prefix="mtpserve-")  # mode 0700: the engine's socket and the shared metrics
     server = None
@@ -88,7 +89,7 @@ def serve_api_servers(args: EngineArgs, count: int, http_socket: socket.socket, 
         threading.Thread(target=server.run, name="mtpserve-engine-server", daemon=True).start()
         os.mkdir(os.path.join(private, "metrics"))
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.path.join(private, "metrics")  # inherited by the API servers
-        specs = [ApiServerSpec(i, count, http_socket, server.address, server.key, args,
+        specs = [ApiServerSpec(i, count, http_sockets[i], server.address, server.key, args,
                                frontend if i == 0 else dataclasses.replace(frontend, grpc_port=0),
                                core.max_model_len, core.num_blocks, core.model.config.vocab_size)
                  for i in range(count)]
@@ -110,6 +111,8 @@ def _supervise(specs: list[ApiServerSpec], shutdown_timeout_s: float) -> bool:
                  for spec in specs]
     for process in processes:
         process.start()
+    for spec in specs:
+        spec.sock.close()  # each API server has its own copy; one that exits takes its socket out of the port's group
     logger.info("started %d API servers (pids %s)", len(processes), ", ".join(str(p.pid) for p in processes))
     stopping = threading.Event()
 

@@ -22,10 +22,12 @@ def model_root(model: str | None) -> str:
     return Path(str(model)).name if model else "model"
 
 
-def bind_socket(host: str, port: int, what: str = "the HTTP API") -> socket.socket:
+def bind_socket(host: str, port: int, what: str = "the HTTP API", reuse_port: bool = False) -> socket.socket:
     """A listening socket on host:port, so that a port in use is found before the model loads."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
         sock.listen(2048)
@@ -35,6 +37,28 @@ def bind_socket(host: str, port: int, what: str = "the HTTP API") -> socket.sock
                          f"running there?)") from None
     sock.set_inheritable(True)
     return sock
+
+
+def bind_sockets(host: str, port: int, count: int) -> list[socket.socket]:
+    """`count` listening sockets on host:port for the HTTP API, one per API server. Several share the port through
+    SO_REUSEPORT, so that the kernel spreads new connections evenly over them: on one shared socket, the API server
+    whose event loop wakes first accepts every connection waiting (asyncio accepts in a loop), and a burst of
+    connections could all land on one process. The port is first bound without SO_REUSEPORT, so that a server
+    already there is found, even one that shares its port the same way."""
+    first = bind_socket(host, port)
+    if count == 1:
+        return [first]
+    port = first.getsockname()[1]
+    first.close()
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sockets.append(bind_socket(host, port, reuse_port=True))
+    except ValueError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
 
 
 def check_port_free(host: str, port: int, what: str) -> None:
@@ -61,7 +85,7 @@ def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: 
     options = options or ServeOptions()
     configure_logging(log_level)
     prometheus_client.disable_created_metrics()  # no *_created samples next to every counter
-    http_socket = bind_socket(host, port)
+    http_sockets = bind_sockets(host, port, api_server_count)
     if grpc_port:
         check_port_free(host, grpc_port, "the gRPC API")
     frontend = Frontend(served_model_name or Path(args.model).resolve().name, model_root(args.model), host, port,
@@ -70,11 +94,12 @@ def serve(args: EngineArgs, host: str = "127.0.0.1", port: int = 8000, api_key: 
         if api_server_count > 1:
             from mtpserve.server.api_servers import serve_api_servers
 
-            serve_api_servers(args, api_server_count, http_socket, frontend)
+            serve_api_servers(args, http_sockets, frontend)
         else:
-            _serve_here(args, nnodes, master_node_addr, http_socket, frontend)
+            _serve_here(args, nnodes, master_node_addr, http_sockets[0], frontend)
     finally:
-        http_socket.close()
+        for sock in http_sockets:
+            sock.close()
 
 
 def _serve_here(args: EngineArgs, nnodes: int, master_node_addr: str | None, http_socket: socket.socket,
