@@ -113,8 +113,8 @@ def _metric(text: str, name: str, **labels) -> float:
 
 def test_api_servers_answer_as_the_offline_engine_count_together_and_drain(tiny_model_dir):
     """Two API servers (two processes beside the engine's) share a burst of new connections, give the offline
-    engine's greedy tokens to concurrent clients (the gRPC API, on the first, too), /metrics counts every request whichever process
-    renders it, and SIGTERM lets a running stream finish before everything exits 0."""
+    engine's greedy tokens to concurrent clients (the gRPC API, on the first, too), /metrics counts every request
+    whichever process renders it, and SIGTERM lets a running stream finish before everything exits 0."""
     port, grpc_port = free_port(), free_port()
     proc = start_serve("--model", str(tiny_model_dir), "--dtype=float32", "--block_size=8", "--max_cache_blocks=64",
                        "--num_speculative_tokens=2", f"--port={port}", f"--grpc_port={grpc_port}",
@@ -125,7 +125,7 @@ def test_api_servers_answer_as_the_offline_engine_count_together_and_drain(tiny_
             wait_until_healthy(client, proc, timeout_s=120)
         wait_for(lambda: len(_api_servers(proc.pid)) == 2, "both API servers to start")
         connections = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(16)]
-        try:  # a burst of connections is spread over both (on one shared socket one process could accept them all)
+        try:  # a burst of connections is spread over both (on a shared socket, one process could accept them all)
             wait_for(lambda: sum(_accepted(pid, port) for pid in _api_servers(proc.pid)) == 16, "16 accepts")
             assert all(_accepted(pid, port) > 0 for pid in _api_servers(proc.pid))
         finally:

@@ -2,10 +2,11 @@
 
 This process loads the engine and serves it to the API servers (engine_link.EngineServer, on a Unix socket in a
 private directory), then starts them and supervises them. Each API server is a process with its own GIL: it
-serves the HTTP API on a listening socket of its own, all bound to one port (SO_REUSEPORT: the kernel spreads
-new connections over them), tokenizes, renders chat templates, detokenizes, applies stop strings and streams; the first one also
-serves the gRPC API. One process's GIL bounds the request rate one frontend can serve (about 250 streamed
-requests a second on an H200's host, docs/benchmarks.md), while the engine's steps run in C++ without it.
+serves the HTTP API on a listening socket of its own, all bound to one port (SO_REUSEPORT: the kernel hashes
+each new connection to one of them), tokenizes, renders chat templates, detokenizes, applies stop strings and
+streams; the first one also serves the gRPC API. One process's GIL bounds the request rate one frontend can serve
+(about 250 streamed requests a second on an H200's host, docs/benchmarks.md), while the engine's steps run in C++
+without it.
 
 What the API servers count for /metrics (per-request latencies, finish reasons, refusals, their event loops'
 CPU seconds) is shared through prometheus_client's multiprocess mode, so every one of them renders the sum.

@@ -41,10 +41,10 @@ def bind_socket(host: str, port: int, what: str = "the HTTP API", reuse_port: bo
 
 def bind_sockets(host: str, port: int, count: int) -> list[socket.socket]:
     """`count` listening sockets on host:port for the HTTP API, one per API server. Several share the port through
-    SO_REUSEPORT, so that the kernel spreads new connections evenly over them: on one shared socket, the API server
-    whose event loop wakes first accepts every connection waiting (asyncio accepts in a loop), and a burst of
-    connections could all land on one process. The port is first bound without SO_REUSEPORT, so that a server
-    already there is found, even one that shares its port the same way."""
+    SO_REUSEPORT, so that the kernel spreads new connections over them (by a hash of each connection's addresses):
+    on one shared socket, the API server whose event loop wakes first accepts every connection waiting (asyncio
+    accepts in a loop), and a burst of connections could all land on one process. The port is first bound without
+    SO_REUSEPORT, so that a server already there is found, even one that shares its port the same way."""
     first = bind_socket(host, port)
     if count == 1:
         return [first]
