@@ -233,12 +233,15 @@ def summary_row(method: str, k: int, policy: str, concurrency: int, result, thre
 
 
 def median_row(rows: list[dict]) -> dict:
-    """The repeat with the median mean TPOT, with every repeat's TPOT and engine step times beside it (with
-    --isolated a repeat is a server instance of its own, and instances differ: the step times say where)."""
+    """The repeat with the median mean TPOT, with every repeat's TPOT, engine step times and drafting beside it (with
+    --isolated a repeat is a server instance of its own, and instances differ: the step times say where, and a
+    repeat whose steps ran k = 0 more often than the median one's keeps its counts here)."""
     ordered = sorted(rows, key=lambda r: r["mean_tpot_ms"] if r["mean_tpot_ms"] is not None else float("inf"))
     return {**ordered[len(ordered) // 2], "repeats_mean_tpot_ms": [r["mean_tpot_ms"] for r in rows],
             "repeats_step_ms": [[r["step_ms"], r["target_ms"], draft_ms_per_step(r), r["draft_host_ms"],
                                  r.get("plan_ms")] for r in rows],
+            "repeats_drafting": [{key: r.get(key) for key in ("steps_by_k", "retired_sequences", "fill_skipped_steps")}
+                                 for r in rows],
             "repeats_threads": [r.get("threads") for r in rows]}
 
 
@@ -321,19 +324,31 @@ def repeats_table(rows: list[dict]) -> str:
     step, whole, in the target forward, in the drafting, in the drafting's host work before its launch and in the
     policy's plan (a part of that host work, or beside the target forward where the engine plans ahead), then the
     server's and the client's busiest threads (share of a core @ the CPU it last ran on). With --isolated each
-    repeat is a server instance of its own, and these say where a slow one lost its time."""
+    repeat is a server instance of its own, and these say where a slow one lost its time. Then the share of its
+    decode steps at each k, and its retired sequences and steps that ran no MTP forward (every sequence retired or
+    done: a retired request alone at a cell's end runs such steps)."""
     out = ["| method | Concurrency | repeat | Mean TPOT(ms) | step | target | draft | draft host | plan "
-           "| server threads | client threads |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+           "| chosen k (%) | retired / steps without MTP | server threads | client threads |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in sorted(rows, key=lambda r: (method_order(r), r["concurrency"])):
         steps, threads = r.get("repeats_step_ms") or [], r.get("repeats_threads") or []
+        drafting = r.get("repeats_drafting") or []
         for i, tpot in enumerate(r.get("repeats_mean_tpot_ms") or []):
             times = steps[i] if i < len(steps) else []
             placed = (threads[i] if i < len(threads) else None) or {}
+            drafted = (drafting[i] if i < len(drafting) else None) or {}
             out.append("| " + " | ".join([r["method"], str(r["concurrency"]), str(i), _fmt(tpot, ".3f")] +
                                          [_fmt(t, ".3f") for t in (list(times) + [None] * 5)[:5]] +
-                                         [threads_cell(placed.get("server")), threads_cell(placed.get("client"))])
+                                         [chosen_k(drafted), retired_cell(drafted),
+                                          threads_cell(placed.get("server")), threads_cell(placed.get("client"))])
                        + " |")
     return "\n".join(out) + "\n"
+
+
+def retired_cell(drafting: dict) -> str:
+    if not drafting.get("steps_by_k"):
+        return "-"
+    return f"{_fmt(drafting.get('retired_sequences'), 'd')} / {_fmt(drafting.get('fill_skipped_steps'), 'd')}"
 
 
 def threads_cell(threads: list | None) -> str:

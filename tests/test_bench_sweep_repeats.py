@@ -1,0 +1,46 @@
+"""The serving sweep's per-repeat table (scripts/bench_mtp_sweep.py): every repeat of a cell keeps its own drafting
+counts, not only the median one, so that a repeat whose steps ran k = 0 more often shows as such."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import bench_mtp_sweep as sweep  # noqa: E402
+
+
+def repeat(tpot, steps_by_k, retired, without_mtp):
+    return {"method": "MTP adaptive k_max=3", "k": 3, "policy": "adaptive", "concurrency": 64, "mean_tpot_ms": tpot,
+            "step_ms": 1.8, "target_ms": 1.0, "draft_seconds": 1.5, "engine_steps": 2000, "draft_host_ms": 0.05,
+            "plan_ms": 0.02, "steps_by_k": steps_by_k, "retired_sequences": retired,
+            "fill_skipped_steps": without_mtp, "threads": None}
+
+
+# Three repeats of one cell; the slowest ran k = 0 on 11% of its steps, with one request retired.
+REPEATS = [repeat(0.62, [17, 24, 117, 2311], 0, 0), repeat(0.69, [275, 25, 0, 2200], 1, 40),
+           repeat(0.67, [25, 25, 125, 2325], 0, 0)]
+
+
+def table_rows(row):
+    lines = sweep.repeats_table([row]).splitlines()
+    header = [f.strip() for f in lines[0].strip("|").split("|")]
+    return [dict(zip(header, (f.strip() for f in line.strip("|").split("|")))) for line in lines[2:]]
+
+
+def test_the_median_row_keeps_every_repeats_drafting_counts():
+    row = sweep.median_row(REPEATS)
+    assert row["mean_tpot_ms"] == 0.67
+    assert [d["steps_by_k"] for d in row["repeats_drafting"]] == [r["steps_by_k"] for r in REPEATS]
+    assert [d["retired_sequences"] for d in row["repeats_drafting"]] == [0, 1, 0]
+
+
+def test_the_repeats_table_shows_each_repeats_chosen_k_and_retirements():
+    rows = table_rows(sweep.median_row(REPEATS))
+    assert [r["repeat"] for r in rows] == ["0", "1", "2"]
+    assert [r["chosen k (%)"] for r in rows] == ["1 / 1 / 5 / 94", "11 / 1 / 0 / 88", "1 / 1 / 5 / 93"]
+    assert [r["retired / steps without MTP"] for r in rows] == ["0 / 0", "1 / 40", "0 / 0"]
+
+
+def test_a_baseline_repeat_has_no_drafting_to_show():
+    baseline = {**repeat(1.1, [], None, None), "method": "baseline", "k": 0, "policy": "fixed"}
+    rows = table_rows(sweep.median_row([baseline]))
+    assert rows[0]["chosen k (%)"] == "-"
+    assert rows[0]["retired / steps without MTP"] == "-"
