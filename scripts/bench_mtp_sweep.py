@@ -15,8 +15,8 @@ the servers stop and --out-dir gets:
   tpot_speedup_vs_concurrency.png   baseline mean TPOT / method mean TPOT at the same concurrency
   sweep.json                        config, hardware, one summary row per method and concurrency (its median
                                     repeat), with every repeat's mean TPOT, [step, target, drafting, drafting's
-                                    host work before its launch, the policy's plan] ms per step and busiest
-                                    threads
+                                    host work before its launch, the policy's plan] ms per step, its share of
+                                    steps at each k, retired sequences and steps without MTP, and busiest threads
   raw/<method>_c<concurrency>_r<repeat>.json  each run's full result (every request's chunk timestamps)
   server_<method>.log               each server's output
 
