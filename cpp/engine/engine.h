@@ -180,6 +180,14 @@ class Engine {
   std::vector<RequestOutput> apply_samples(const SchedulerOutput& plan, const StepInput& input,
                                            std::vector<SampledSequence>& sampled, std::vector<int64_t>& first_pairs,
                                            std::vector<int64_t>& finished);
+  // Prompt logprobs of the prompt positions this step's prefill chunks computed (first time only).
+  void gather_prompt_logprobs(const SchedulerOutput& plan, const StepInput& input);
+  void record_verification(Request& request, int64_t drafts, int64_t accepted);
+  // Counts the step's k (the most drafts a decoding sequence verifies; -1 where none decodes) engine-wide and
+  // returns it (apply_samples counts each request's own).
+  int64_t count_step_k(const SchedulerOutput& plan, const StepInput& input);
+
+  // Drafting (engine_drafting.cpp, from here to count_in).
   // The policy's plan made while the target forward runs (EngineConfig::plan_ahead).
   struct PlannedDrafts {
     std::vector<int64_t> seq_ids;  // its candidates, in the step's order
@@ -187,10 +195,10 @@ class Engine {
     double seconds = 0;  // host seconds of the plan
   };
   // Drafts the next step's tokens (by `ahead`'s decisions where the engine planned ahead) and, for a decode-only
-  // step, feeds the drafting time to the cost model; returns that time (0 where every sequence finished or retired:
-  // nothing drafts).
+  // step (`decoding`), feeds the drafting time to the cost model; returns that time (0 where every sequence finished
+  // or retired: nothing drafts).
   double draft_next(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
-                    double sampled_at, const std::optional<PlannedDrafts>& ahead);
+                    double sampled_at, const std::optional<PlannedDrafts>& ahead, bool decoding);
   // Where EngineConfig::plan_ahead: the plan for the step's sequences that sample, as if each gained one token (so
   // it covers every sequence that drafts after the step, with budgets no smaller than theirs).
   std::optional<PlannedDrafts> plan_ahead(const SchedulerOutput& plan, const StepInput& input);
@@ -203,14 +211,8 @@ class Engine {
   // this step or has no draft budget left. plan_ahead and draft share this rule, so that a plan made ahead covers
   // every sequence that drafts after the step.
   std::optional<DraftCandidate> step_candidate(const Sequence& seq, bool samples, int64_t gained = 0) const;
-  // Prompt logprobs of the prompt positions this step's prefill chunks computed (first time only).
-  void gather_prompt_logprobs(const SchedulerOutput& plan, const StepInput& input);
   // Drafts of requests with a grammar, revised by the token masker (TokenMasker::revise_drafts).
   void revise_constrained_drafts(const std::vector<DraftRequest>& requests);
-  void record_verification(Request& request, int64_t drafts, int64_t accepted);
-  // Counts the step's k (the most drafts a decoding sequence verifies; -1 where none decodes) engine-wide and
-  // returns it (apply_samples counts each request's own).
-  int64_t count_step_k(const SchedulerOutput& plan, const StepInput& input);
   DraftShape draft(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
                    const std::optional<PlannedDrafts>& ahead);
   // The requests whose fill runs this step, each with its stashed positions to catch up; the others'
