@@ -16,7 +16,8 @@ from mtpserve.cli import main as cli_main
 from mtpserve.client import Client
 from mtpserve.engine import EngineCore
 from mtpserve.engine_args import EngineArgs
-from mtpserve.engine_link import EngineClient, EngineServer
+from mtpserve import _C
+from mtpserve.engine_link import EngineClient, EngineOutput, EngineServer, SpecState, TokenLogprobsState, engine_outputs
 from mtpserve.grpc_client import GrpcClient
 from servers import assert_sigterm_drains, start_serve, wait_for, wait_until_healthy
 from test_reliability import free_port
@@ -100,6 +101,38 @@ def test_engine_server_routes_outputs_to_their_client_and_aborts_a_lost_clients_
     a.shutdown()  # shuts the engine down
     thread.join(30)
     assert not thread.is_alive()
+
+
+def _fields(value, names=EngineOutput._fields) -> dict:
+    """An output (C++ or EngineOutput) as a dict of plain values, its parts too."""
+    parts = {"spec": lambda v: _fields(v, SpecState._fields),
+             "logprobs": lambda v: [_fields(e, TokenLogprobsState._fields) for e in v]}
+    parts["prompt_logprobs"] = parts["logprobs"]
+    return {name: parts.get(name, lambda v: v)(getattr(value, name)) for name in names}
+
+
+def test_output_states_carry_every_field_of_the_engines_outputs(tiny_model_dir):
+    """What crosses to an API server (Engine.get_output_states, read by engine_outputs) equals the C++ outputs of
+    the same run, field by field: logprobs, prompt logprobs, stops, MTP counters and all."""
+    public = lambda cls: {n for n in dir(cls) if not n.startswith("_")}  # noqa: E731
+    assert public(_C.RequestOutput) == set(EngineOutput._fields)
+    assert public(_C.SpecCounters) == set(SpecState._fields)
+    assert public(_C.TokenLogprobs) == set(TokenLogprobsState._fields)
+    params = [SamplingParams(temperature=0, max_tokens=12, logprobs=2, prompt_logprobs=1, ignore_eos=True),
+              SamplingParams(temperature=0, max_tokens=30, stop_token_ids=[7, 13, 21]),
+              SamplingParams(temperature=0.8, seed=3, max_tokens=9, ignore_eos=True)]
+    runs = []
+    for states in (False, True):
+        llm = LLM(str(tiny_model_dir), num_speculative_tokens=2, speculative_policy="fixed", **ENGINE)
+        engine, outputs = llm.core.engine, []
+        engine.add_requests([(f"r{i}", [5 + i, 6, 7, 8], p.to_cpp()) for i, p in enumerate(params)])
+        while sum(o.finished for o in outputs) < len(params):
+            outputs += engine_outputs(engine.get_output_states(1.0)) if states else engine.get_outputs(1.0)
+        runs.append([_fields(o) for o in outputs])
+        llm.shutdown()
+    assert runs[1] == runs[0]
+    assert any(o["logprobs"] and o["prompt_logprobs"] for o in runs[1])
+    assert any(o["spec"]["draft_tokens"] for o in runs[1])
 
 
 def _metric(text: str, name: str, **labels) -> float:

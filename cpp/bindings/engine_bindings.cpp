@@ -16,6 +16,35 @@ namespace mtpserve::bindings {
 
 namespace {
 
+// An output as plain tuples (get_output_states), in the field order of python/mtpserve/engine_link.py's
+// EngineOutput: the engine's process sends every step's outputs to its API-server processes through its one output
+// thread, which spent 7-13 us an output reading the bound objects field by field into picklable ones, against 2-3 us
+// for these tuples (a 2-core VM; docs/benchmarks.md, fifty-first session).
+py::list logprobs_states(const std::vector<TokenLogprobs>& entries) {
+  py::list states;
+  for (const TokenLogprobs& t : entries) states.append(py::make_tuple(t.token, t.logprob, t.rank, t.top));
+  return states;
+}
+
+py::tuple output_state(const RequestOutput& o) {
+  const SpecCounters& c = o.spec;
+  return py::make_tuple(o.request_id, o.token_ids, logprobs_states(o.logprobs), logprobs_states(o.prompt_logprobs),
+                        o.finished, o.finish_reason, o.stop_token, o.error, o.num_prompt_tokens, o.num_cached_tokens,
+                        py::make_tuple(c.drafts, c.draft_tokens, c.accepted_tokens, c.accepted_per_position,
+                                       c.steps_by_k, c.retired));
+}
+
+py::list get_output_states(Engine& engine, double timeout_s) {
+  std::vector<RequestOutput> outputs;
+  {
+    py::gil_scoped_release release;
+    outputs = engine.get_outputs(timeout_s);
+  }
+  py::list states;
+  for (const RequestOutput& o : outputs) states.append(output_state(o));
+  return states;
+}
+
 void bind_outputs(py::module_& m) {
   py::class_<TokenLogprobs>(m, "TokenLogprobs")
       .def_readonly("token", &TokenLogprobs::token)
@@ -250,6 +279,8 @@ void bind_engine(py::module_& m) {
            "Tests only: the i-th drafting step takes k = schedule[i % len(schedule)], whatever the policy, and "
            "drops its sequences' waiting MTP fills instead of catching them up where unpaid[i % len(unpaid)].")
       .def("get_outputs", &Engine::get_outputs, py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
+      .def("get_output_states", &get_output_states, py::arg("timeout_s"),
+           "get_outputs as plain tuples (engine_link.engine_output reads them): cheap to build and to pickle.")
       .def("stats", &Engine::stats)
       .def("num_graphs", &Engine::num_graphs, "Graphs captured so far (0 where the device has none): the decode graphs of start-up, and the piecewise "
            "graphs of steps with prompt tokens that the engine thread records as their row counts come (read it "

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from mtpserve.engine_link import STAT_FIELDS, plain_output, pump_outputs
+from mtpserve.engine_link import STAT_FIELDS, engine_outputs, pump_outputs
 from mtpserve.group_link import GroupClient
 
 _SUMMED = tuple(name for name in STAT_FIELDS if name != "kv_usage")
@@ -31,7 +31,7 @@ class LocalGroup:
         self._pump.start()
 
     def _get_outputs(self, timeout_s: float) -> list:
-        return [plain_output(out) for out in self.engine.get_outputs(timeout_s)]
+        return engine_outputs(self.engine.get_output_states(timeout_s))
 
     def add_request(self, request_id: str, prompt: list[int], params) -> None:
         self.engine.add_request(request_id, prompt, params.to_cpp(self.core.grammars))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+from collections import namedtuple
 from multiprocessing.connection import Client, Connection, Listener
 from types import SimpleNamespace
 from typing import Callable, Iterator
@@ -27,15 +28,24 @@ STAT_FIELDS = ("running", "waiting", "kv_usage", "prefix_queries", "prefix_hits"
                "caught_up_positions", "dropped_positions", "step_seconds", "prompt_step_seconds", "prompt_steps")
 
 
-def plain_output(out) -> SimpleNamespace:
-    """A C++ RequestOutput as a picklable object with the same attributes."""
-    lp = lambda e: SimpleNamespace(token=e.token, logprob=e.logprob, rank=e.rank, top=list(e.top))  # noqa: E731
-    return SimpleNamespace(
-        request_id=out.request_id, token_ids=list(out.token_ids), logprobs=[lp(e) for e in out.logprobs],
-        prompt_logprobs=[lp(e) for e in out.prompt_logprobs], finished=out.finished,
-        finish_reason=out.finish_reason, stop_token=out.stop_token, error=out.error,
-        num_prompt_tokens=out.num_prompt_tokens, num_cached_tokens=out.num_cached_tokens,
-        spec=plain_spec(out.spec))
+# The C++ RequestOutput and its parts as Engine.get_output_states' tuples, in their field order: what crosses to
+# another process, cheap to pickle; engine_output gives one the C++ object's attributes.
+TokenLogprobsState = namedtuple("TokenLogprobsState", "token logprob rank top")
+SpecState = namedtuple("SpecState", "drafts draft_tokens accepted_tokens accepted_per_position steps_by_k retired")
+EngineOutput = namedtuple("EngineOutput", "request_id token_ids logprobs prompt_logprobs finished finish_reason "
+                                          "stop_token error num_prompt_tokens num_cached_tokens spec")
+_REQUEST_ID, _FINISHED = EngineOutput._fields.index("request_id"), EngineOutput._fields.index("finished")
+
+
+def engine_output(state: tuple) -> EngineOutput:
+    """An output of Engine.get_output_states, with the attributes of the C++ RequestOutput."""
+    request_id, token_ids, logprobs, prompt_logprobs, *middle, spec = state
+    return EngineOutput(request_id, token_ids, [TokenLogprobsState._make(e) for e in logprobs],
+                        [TokenLogprobsState._make(e) for e in prompt_logprobs], *middle, SpecState._make(spec))
+
+
+def engine_outputs(states: list) -> list[EngineOutput]:
+    return [engine_output(state) for state in states]
 
 
 def plain_spec(spec) -> SimpleNamespace:
@@ -73,7 +83,8 @@ class EngineServer:
         self._owner: dict[str, int] = {}  # open request id -> its client
         self._outputs: dict[int, Connection] = {}
         self._done = threading.Event()
-        self._pump = threading.Thread(target=pump_outputs, args=(core.engine.get_outputs, self._route, self._done),
+        self._pump = threading.Thread(target=pump_outputs,
+                                      args=(core.engine.get_output_states, self._route, self._done),
                                       name="mtpserve-engine-outputs", daemon=True)
 
     def run(self) -> None:
@@ -118,13 +129,14 @@ class EngineServer:
         finally:
             self._listener.close()
 
-    def _route(self, outputs: list) -> None:
+    def _route(self, states: list) -> None:
+        """Sends each client the states (Engine.get_output_states) of its requests' outputs."""
         by_client: dict[int, list] = {}
         with self._lock:
-            for out in outputs:
-                client = (self._owner.pop if out.finished else self._owner.get)(out.request_id, None)
+            for state in states:
+                client = (self._owner.pop if state[_FINISHED] else self._owner.get)(state[_REQUEST_ID], None)
                 if client is not None:  # else: aborted by its client, which no longer reads it
-                    by_client.setdefault(client, []).append(plain_output(out))
+                    by_client.setdefault(client, []).append(state)
         for client, outs in by_client.items():
             try:
                 self._outputs[client].send(outs)
@@ -218,10 +230,10 @@ class EngineClient:
         try:
             if not self._outputs.poll(timeout_s):
                 return []
-            outputs = list(self._outputs.recv())
+            states = list(self._outputs.recv())
             while self._outputs.poll(0):
-                outputs += self._outputs.recv()
-            return outputs
+                states += self._outputs.recv()
+            return engine_outputs(states)
         except (EOFError, OSError) as e:
             raise RuntimeError(self._lose(str(e) or "its link closed")) from None
 
