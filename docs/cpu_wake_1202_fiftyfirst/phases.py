@@ -4,7 +4,9 @@ engines do k = 0's work). Needs phases.patch applied and built (it prints the ph
     .venv/bin/python docs/cpu_wake_1202_fiftyfirst/phases.py K POLICY BATCH      (e.g. 0 fixed 32, 3 adaptive 32)
 Phases: 0 schedule, 1 build the step input, 2 target forward, 3 prompt logprobs and plan ahead, 4 sample, 5 count
 the step's k, 6 apply the samples, 7 draft (or skip drafting), 8 commit blocks, 9 step stats, 10 publish (of which 12
-stats, 13 take the outbox lock, 14 push, 15 notify the reader), 11 record the step's cost."""
+stats, 13 take the outbox lock, 14 push, 15 notify the reader), 11 record the step's cost. phases.txt was measured
+on f6167a7's engine, with the same instrumentation (the patch now applies to the engine as it is since the drafting
+moved to engine_drafting.cpp)."""
 import sys
 
 from mtpserve import LLM, SamplingParams
