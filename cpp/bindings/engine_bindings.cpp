@@ -18,8 +18,8 @@ namespace {
 
 // An output as plain tuples (get_output_states), in the field order of python/mtpserve/engine_link.py's
 // EngineOutput: the engine's process sends every step's outputs to its API-server processes through its one output
-// thread, which spent 7-13 us an output reading the bound objects field by field into picklable ones, against 2-3 us
-// for these tuples (a 2-core VM; docs/benchmarks.md, fifty-first session).
+// thread, which spent 19-21 us of CPU an output taking the bound objects, reading them field by field into picklable
+// ones and pickling those, against 7-8 us with these tuples (a 2-core VM; docs/benchmarks.md, fifty-first session).
 py::list logprobs_states(const std::vector<TokenLogprobs>& entries) {
   py::list states;
   for (const TokenLogprobs& t : entries) states.append(py::make_tuple(t.token, t.logprob, t.rank, t.top));
