@@ -11,12 +11,11 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from mtpserve import LLM, SamplingParams
+from mtpserve import LLM, SamplingParams, _C
 from mtpserve.cli import main as cli_main
 from mtpserve.client import Client
 from mtpserve.engine import EngineCore
 from mtpserve.engine_args import EngineArgs
-from mtpserve import _C
 from mtpserve.engine_link import EngineClient, EngineOutput, EngineServer, SpecState, TokenLogprobsState, engine_outputs
 from mtpserve.grpc_client import GrpcClient
 from servers import assert_sigterm_drains, start_serve, wait_for, wait_until_healthy

@@ -17,7 +17,6 @@ bool any_drafts(const SchedulerOutput& plan) {
                      [](const ScheduledSequence& s) { return !s.seq->is_finished() && s.seq->drafts; });
 }
 
-
 }  // namespace
 
 double Engine::draft_next(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
