@@ -1,6 +1,7 @@
 """Several API-server processes before one engine (`mtpserve serve --api_server_count N`), and the engine link
 they use (engine_link.py): real processes, the official openai client, the offline engine as the reference."""
 import os
+import pickle
 import re
 import signal
 import socket
@@ -16,7 +17,7 @@ from mtpserve.cli import main as cli_main
 from mtpserve.client import Client
 from mtpserve.engine import EngineCore
 from mtpserve.engine_args import EngineArgs
-from mtpserve.engine_link import EngineClient, EngineOutput, EngineServer, SpecState, TokenLogprobsState, engine_outputs
+from mtpserve.engine_link import EngineClient, EngineServer
 from mtpserve.grpc_client import GrpcClient
 from servers import assert_sigterm_drains, start_serve, wait_for, wait_until_healthy
 from test_reliability import free_port
@@ -102,36 +103,36 @@ def test_engine_server_routes_outputs_to_their_client_and_aborts_a_lost_clients_
     assert not thread.is_alive()
 
 
-def _fields(value, names=EngineOutput._fields) -> dict:
-    """An output (C++ or EngineOutput) as a dict of plain values, its parts too."""
-    parts = {"spec": lambda v: _fields(v, SpecState._fields),
-             "logprobs": lambda v: [_fields(e, TokenLogprobsState._fields) for e in v]}
-    parts["prompt_logprobs"] = parts["logprobs"]
-    return {name: parts.get(name, lambda v: v)(getattr(value, name)) for name in names}
-
-
-def test_output_states_carry_every_field_of_the_engines_outputs(tiny_model_dir):
-    """What crosses to an API server (Engine.get_output_states, read by engine_outputs) equals the C++ outputs of
-    the same run, field by field: logprobs, prompt logprobs, stops, MTP counters and all."""
-    public = lambda cls: {n for n in dir(cls) if not n.startswith("_")}  # noqa: E731
-    assert public(_C.RequestOutput) == set(EngineOutput._fields)
-    assert public(_C.SpecCounters) == set(SpecState._fields)
-    assert public(_C.TokenLogprobs) == set(TokenLogprobsState._fields)
+def test_outputs_read_the_same_after_crossing_to_another_process(tiny_model_dir):
+    """What an API server in another process reads (Engine.get_output_states, pickled, then _C.request_outputs) equals
+    what get_outputs gives in the engine's process for the same run: the same RequestOutput structs, logprobs, prompt
+    logprobs, stops and MTP counters included."""
     params = [SamplingParams(temperature=0, max_tokens=12, logprobs=2, prompt_logprobs=1, ignore_eos=True),
               SamplingParams(temperature=0, max_tokens=30, stop_token_ids=[7, 13, 21]),
               SamplingParams(temperature=0.8, seed=3, max_tokens=9, ignore_eos=True)]
     runs = []
-    for states in (False, True):
+    for crossing in (False, True):
         llm = LLM(str(tiny_model_dir), num_speculative_tokens=2, speculative_policy="fixed", **ENGINE)
         engine, outputs = llm.core.engine, []
         engine.add_requests([(f"r{i}", [5 + i, 6, 7, 8], p.to_cpp()) for i, p in enumerate(params)])
         while sum(o.finished for o in outputs) < len(params):
-            outputs += engine_outputs(engine.get_output_states(1.0)) if states else engine.get_outputs(1.0)
-        runs.append([_fields(o) for o in outputs])
+            if crossing:
+                outputs += _C.request_outputs(pickle.loads(pickle.dumps(engine.get_output_states(1.0))))
+            else:
+                outputs += engine.get_outputs(1.0)
         llm.shutdown()
+        runs.append(outputs)
     assert runs[1] == runs[0]
-    assert any(o["logprobs"] and o["prompt_logprobs"] for o in runs[1])
-    assert any(o["spec"]["draft_tokens"] for o in runs[1])
+    back = runs[1]
+    assert {type(o) for o in back} == {_C.RequestOutput} and {type(o.spec) for o in back} == {_C.SpecCounters}
+    r0 = [o for o in back if o.request_id == "r0"]
+    assert sum(len(o.token_ids) for o in r0) == sum(len(o.logprobs) for o in r0) == 12
+    assert all(type(e) is _C.TokenLogprobs and len(e.top) == 2 for o in r0 for e in o.logprobs)
+    assert [len(o.prompt_logprobs) for o in r0] == [3] + [0] * (len(r0) - 1)  # prompt tokens but the first, once
+    last = [o for o in back if o.request_id == "r1"][-1]
+    assert last.finished and (last.finish_reason, last.stop_token) in [("length", None), ("stop", 7), ("stop", 13),
+                                                                        ("stop", 21)]
+    assert r0[-1].spec.draft_tokens > 0 and sum(r0[-1].spec.steps_by_k) > 0
 
 
 def _metric(text: str, name: str, **labels) -> float:

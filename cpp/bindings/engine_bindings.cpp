@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "bindings/output_structs.h"
 #include "engine/engine.h"
 #include "engine/step_input.h"
 #include "engine/worker.h"
@@ -16,60 +17,21 @@ namespace mtpserve::bindings {
 
 namespace {
 
-// An output as plain tuples (get_output_states), in the field order of python/mtpserve/engine_link.py's
-// EngineOutput: the engine's process sends every step's outputs to its API-server processes through its one output
-// thread, which spent 19-21 us of CPU an output taking the bound objects, reading them field by field into picklable
-// ones and pickling those, against 7-8 us with these tuples (a 2-core VM; docs/benchmarks.md, fifty-first session).
-py::list logprobs_states(const std::vector<TokenLogprobs>& entries) {
-  py::list states;
-  for (const TokenLogprobs& t : entries) states.append(py::make_tuple(t.token, t.logprob, t.rank, t.top));
-  return states;
-}
-
-py::tuple output_state(const RequestOutput& o) {
-  const SpecCounters& c = o.spec;
-  return py::make_tuple(o.request_id, o.token_ids, logprobs_states(o.logprobs), logprobs_states(o.prompt_logprobs),
-                        o.finished, o.finish_reason, o.stop_token, o.error, o.num_prompt_tokens, o.num_cached_tokens,
-                        py::make_tuple(c.drafts, c.draft_tokens, c.accepted_tokens, c.accepted_per_position,
-                                       c.steps_by_k, c.retired));
-}
-
-py::list get_output_states(Engine& engine, double timeout_s) {
+// Engine::get_outputs with the GIL released while it waits, the outputs then made Python objects by `as`.
+template <py::list (*as)(const std::vector<RequestOutput>&)>
+py::list get_outputs(Engine& engine, double timeout_s) {
   std::vector<RequestOutput> outputs;
   {
     py::gil_scoped_release release;
     outputs = engine.get_outputs(timeout_s);
   }
-  py::list states;
-  for (const RequestOutput& o : outputs) states.append(output_state(o));
-  return states;
+  return as(outputs);
 }
 
 void bind_outputs(py::module_& m) {
-  py::class_<TokenLogprobs>(m, "TokenLogprobs")
-      .def_readonly("token", &TokenLogprobs::token)
-      .def_readonly("logprob", &TokenLogprobs::logprob)
-      .def_readonly("rank", &TokenLogprobs::rank)
-      .def_readonly("top", &TokenLogprobs::top);
-  py::class_<SpecCounters>(m, "SpecCounters")
-      .def_readonly("drafts", &SpecCounters::drafts)
-      .def_readonly("draft_tokens", &SpecCounters::draft_tokens)
-      .def_readonly("accepted_tokens", &SpecCounters::accepted_tokens)
-      .def_readonly("accepted_per_position", &SpecCounters::accepted_per_position)
-      .def_readonly("steps_by_k", &SpecCounters::steps_by_k)
-      .def_readonly("retired", &SpecCounters::retired);
-  py::class_<RequestOutput>(m, "RequestOutput")
-      .def_readonly("request_id", &RequestOutput::request_id)
-      .def_readonly("token_ids", &RequestOutput::token_ids)
-      .def_readonly("logprobs", &RequestOutput::logprobs)
-      .def_readonly("prompt_logprobs", &RequestOutput::prompt_logprobs)
-      .def_readonly("finished", &RequestOutput::finished)
-      .def_readonly("finish_reason", &RequestOutput::finish_reason)
-      .def_readonly("stop_token", &RequestOutput::stop_token)
-      .def_readonly("error", &RequestOutput::error)
-      .def_readonly("num_prompt_tokens", &RequestOutput::num_prompt_tokens)
-      .def_readonly("num_cached_tokens", &RequestOutput::num_cached_tokens)
-      .def_readonly("spec", &RequestOutput::spec);
+  bind_output_structs(m);
+  m.def("request_outputs", &structs_from_states, py::arg("states"),
+        "Engine.get_output_states' tuples as the RequestOutputs that get_outputs would have given.");
   py::class_<EngineStats>(m, "EngineStats")
       .def_readonly("running", &EngineStats::running)
       .def_readonly("waiting", &EngineStats::waiting)
@@ -91,7 +53,7 @@ void bind_outputs(py::module_& m) {
       .def_readonly("fill_skipped_steps", &EngineStats::fill_skipped_steps)
       .def_readonly("caught_up_positions", &EngineStats::caught_up_positions)
       .def_readonly("dropped_positions", &EngineStats::dropped_positions)
-      .def_readonly("spec", &EngineStats::spec);
+      .def_property_readonly("spec", [](const EngineStats& stats) { return spec_struct(stats.spec); });
 }
 
 // The speculation policy on its own, fed made-up timings and verifications (tests).
@@ -278,9 +240,10 @@ void bind_engine(py::module_& m) {
       .def("force_k_schedule", &Engine::force_k_schedule, py::arg("schedule"), py::arg("unpaid") = std::vector<bool>{},
            "Tests only: the i-th drafting step takes k = schedule[i % len(schedule)], whatever the policy, and "
            "drops its sequences' waiting MTP fills instead of catching them up where unpaid[i % len(unpaid)].")
-      .def("get_outputs", &Engine::get_outputs, py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>())
-      .def("get_output_states", &get_output_states, py::arg("timeout_s"),
-           "get_outputs as plain tuples (engine_link.engine_output reads them): cheap to build and to pickle.")
+      .def("get_outputs", &get_outputs<output_structs>, py::arg("timeout_s"),
+           "The outputs published since the last call (RequestOutput each), waiting up to timeout_s for one.")
+      .def("get_output_states", &get_outputs<output_states>, py::arg("timeout_s"),
+           "get_outputs as plain tuples, to pickle for another process, where request_outputs reads them.")
       .def("stats", &Engine::stats)
       .def("num_graphs", &Engine::num_graphs, "Graphs captured so far (0 where the device has none): the decode graphs of start-up, and the piecewise "
            "graphs of steps with prompt tokens that the engine thread records as their row counts come (read it "

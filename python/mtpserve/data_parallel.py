@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from mtpserve.engine_link import STAT_FIELDS, engine_outputs, pump_outputs
+from mtpserve.engine_link import STAT_FIELDS, pump_outputs
 from mtpserve.group_link import GroupClient
 
 _SUMMED = tuple(name for name in STAT_FIELDS if name != "kv_usage")
@@ -26,12 +26,9 @@ class LocalGroup:
     def __init__(self, core, on_outputs):
         self.core, self.engine = core, core.engine
         self._stop = threading.Event()
-        self._pump = threading.Thread(target=pump_outputs, args=(self._get_outputs, on_outputs, self._stop),
+        self._pump = threading.Thread(target=pump_outputs, args=(self.engine.get_outputs, on_outputs, self._stop),
                                       name="mtpserve-group0-outputs", daemon=True)
         self._pump.start()
-
-    def _get_outputs(self, timeout_s: float) -> list:
-        return engine_outputs(self.engine.get_output_states(timeout_s))
 
     def add_request(self, request_id: str, prompt: list[int], params) -> None:
         self.engine.add_request(request_id, prompt, params.to_cpp(self.core.grammars))

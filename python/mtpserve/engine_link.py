@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from collections import namedtuple
 from multiprocessing.connection import Client, Connection, Listener
 from types import SimpleNamespace
 from typing import Callable, Iterator
+
+from mtpserve import _C
 
 logger = logging.getLogger("mtpserve.engine_link")
 
@@ -28,35 +29,13 @@ STAT_FIELDS = ("running", "waiting", "kv_usage", "prefix_queries", "prefix_hits"
                "caught_up_positions", "dropped_positions", "step_seconds", "prompt_step_seconds", "prompt_steps")
 
 
-# The C++ RequestOutput and its parts as Engine.get_output_states' tuples, in their field order: what crosses to
-# another process, cheap to pickle; engine_output gives one the C++ object's attributes.
-TokenLogprobsState = namedtuple("TokenLogprobsState", "token logprob rank top")
-SpecState = namedtuple("SpecState", "drafts draft_tokens accepted_tokens accepted_per_position steps_by_k retired")
-EngineOutput = namedtuple("EngineOutput", "request_id token_ids logprobs prompt_logprobs finished finish_reason "
-                                          "stop_token error num_prompt_tokens num_cached_tokens spec")
-_REQUEST_ID, _FINISHED = EngineOutput._fields.index("request_id"), EngineOutput._fields.index("finished")
-
-
-def engine_output(state: tuple) -> EngineOutput:
-    """An output of Engine.get_output_states, with the attributes of the C++ RequestOutput."""
-    request_id, token_ids, logprobs, prompt_logprobs, *middle, spec = state
-    return EngineOutput(request_id, token_ids, [TokenLogprobsState._make(e) for e in logprobs],
-                        [TokenLogprobsState._make(e) for e in prompt_logprobs], *middle, SpecState._make(spec))
-
-
-def engine_outputs(states: list) -> list[EngineOutput]:
-    return [engine_output(state) for state in states]
-
-
-def plain_spec(spec) -> SimpleNamespace:
-    return SimpleNamespace(drafts=spec.drafts, draft_tokens=spec.draft_tokens, accepted_tokens=spec.accepted_tokens,
-                           accepted_per_position=list(spec.accepted_per_position), steps_by_k=list(spec.steps_by_k),
-                           retired=spec.retired)
+# Where an output's state (Engine.get_output_states) holds these fields: the RequestOutput's order.
+_REQUEST_ID, _FINISHED = (_C.RequestOutput.__match_args__.index(name) for name in ("request_id", "finished"))
 
 
 def plain_stats(stats) -> SimpleNamespace:
     """A C++ EngineStats as a picklable object with the same attributes."""
-    return SimpleNamespace(**{name: getattr(stats, name) for name in STAT_FIELDS}, spec=plain_spec(stats.spec))
+    return SimpleNamespace(**{name: getattr(stats, name) for name in STAT_FIELDS}, spec=stats.spec)
 
 
 def pump_outputs(get_outputs: Callable[[float], list], deliver: Callable[[list], None], stop: threading.Event) -> None:
@@ -233,7 +212,7 @@ class EngineClient:
             states = list(self._outputs.recv())
             while self._outputs.poll(0):
                 states += self._outputs.recv()
-            return engine_outputs(states)
+            return _C.request_outputs(states)
         except (EOFError, OSError) as e:
             raise RuntimeError(self._lose(str(e) or "its link closed")) from None
 
