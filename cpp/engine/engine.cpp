@@ -335,6 +335,7 @@ void Engine::drain_inbox() {
     stats_.prompt_tokens += seq->num_prompt_tokens;
   }
   if (policy_ && !arrived.empty()) {
+    record_verify_cost();
     const NonDrafting live = live_load();
     for (int64_t seq_id : arrived) retire_on_arrival(requests_.at(seq_id), live);
   }
@@ -378,6 +379,7 @@ bool Engine::step() {
   if (!plan.preempted.empty()) {
     // A preempted sequence recomputes its prompt and outputs, filling the MTP cache anew: its holes close,
     // and a retired one may draft again, unless its class's record retires it on arrival once more.
+    record_verify_cost();
     const NonDrafting live = live_load();
     for (Sequence* seq : plan.preempted) {
       if (stash_) stash_->take(seq->id);
@@ -399,14 +401,14 @@ bool Engine::step() {
     target_timer_->start();
     at::Tensor logits = runner_.run_target(input);
     target_timer_->stop();
+    record_verify_cost();
+    const int64_t step_k = policy_ ? count_step_k(plan, input) : -1;
+    const int64_t context = policy_ ? context_tokens(plan) : 0;
     gather_prompt_logprobs(plan, input);
     if (fault_due()) throw std::runtime_error("injected fault (Engine::inject_fault_after, tests only)");
     const double launched_at = timer_->seconds();
     const std::optional<PlannedDrafts> ahead = plan_ahead(plan, input);
     std::vector<SampledSequence> sampled = sample(input, plan, logits);
-    const int64_t step_k = policy_ ? count_step_k(plan, input) : -1;
-    const int64_t context = policy_ ? context_tokens(plan) : 0;
-
     std::vector<int64_t> first_pairs, finished;  // finished requests are dropped once the step is done
     std::vector<RequestOutput> outputs = apply_samples(plan, input, sampled, first_pairs, finished);
     const double sampled_at = timer_->seconds();
@@ -424,8 +426,8 @@ bool Engine::step() {
     count_step_time(timer_->seconds(), decoding);
     publish(std::move(outputs));
     if (policy_ && decoding) {
-      policy_->costs().record_verify(static_cast<int64_t>(plan.scheduled.size()), std::max<int64_t>(step_k, 0),
-                                     input.query_start.back(), context, timer_->seconds() - drafting);
+      unrecorded_verify_ = VerifyCost{static_cast<int64_t>(plan.scheduled.size()), std::max<int64_t>(step_k, 0),
+                                      input.query_start.back(), context, timer_->seconds() - drafting};
     }
   } catch (const std::exception& e) {
     // A step that failed midway leaves the caches and drafts half-written, and under tensor
@@ -438,6 +440,13 @@ bool Engine::step() {
     fail_step(plan, reason);
   }
   return true;
+}
+
+void Engine::record_verify_cost() {
+  if (!unrecorded_verify_) return;
+  const VerifyCost& c = *unrecorded_verify_;
+  policy_->costs().record_verify(c.seqs, c.step_k, c.rows, c.context, c.seconds);
+  unrecorded_verify_.reset();
 }
 
 void Engine::count_step_time(double seconds, bool decoding) {

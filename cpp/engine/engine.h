@@ -186,6 +186,10 @@ class Engine {
   // Counts the step's k (the most drafts a decoding sequence verifies; -1 where none decodes) engine-wide and
   // returns it (apply_samples counts each request's own).
   int64_t count_step_k(const SchedulerOutput& plan, const StepInput& input);
+  // Feeds the last decode step's cost to the policy's cost model. Called once the next forward is launched, where
+  // the host waits on the device anyway (2-3 us a step on the H200's host, which delayed the next step), and before
+  // anything else reads the model.
+  void record_verify_cost();
 
   // Drafting (engine_drafting.cpp, from here to count_in).
   // The policy's plan made while the target forward runs (EngineConfig::plan_ahead).
@@ -269,6 +273,11 @@ class Engine {
   std::optional<MtpDrafter> drafter_;
   std::unique_ptr<kernels::DeviceTimer> target_timer_, draft_timer_;  // device time, for the stats
   std::optional<SpeculationPolicy> policy_;  // with drafter_
+  struct VerifyCost {
+    int64_t seqs, step_k, rows, context;
+    double seconds;
+  };
+  std::optional<VerifyCost> unrecorded_verify_;  // record_verify_cost's
   std::optional<HiddenStash> stash_;         // where deferred fills wait (deferred_fill_positions)
   std::unique_ptr<StepTimer> timer_;  // wall time of a step's synchronised spans, for the policy
   std::mt19937_64 seeds_;
