@@ -404,16 +404,17 @@ bool Engine::step() {
     record_verify_cost();
     const int64_t step_k = policy_ ? count_step_k(plan, input) : -1;
     const int64_t context = policy_ ? context_tokens(plan) : 0;
+    const bool drafts = any_drafts(plan);
     gather_prompt_logprobs(plan, input);
     if (fault_due()) throw std::runtime_error("injected fault (Engine::inject_fault_after, tests only)");
     const double launched_at = timer_->seconds();
-    const std::optional<PlannedDrafts> ahead = plan_ahead(plan, input);
+    const std::optional<PlannedDrafts> ahead = plan_ahead(plan, input, drafts);
     std::vector<SampledSequence> sampled = sample(input, plan, logits);
     std::vector<int64_t> first_pairs, finished;  // finished requests are dropped once the step is done
     std::vector<RequestOutput> outputs = apply_samples(plan, input, sampled, first_pairs, finished);
     const double sampled_at = timer_->seconds();
     const bool decoding = decode_only(plan);
-    const double drafting = drafter_ ? draft_next(plan, input, first_pairs, sampled_at, ahead, decoding) : 0.0;
+    const double drafting = drafter_ ? draft_next(plan, input, first_pairs, sampled_at, ahead, decoding, drafts) : 0.0;
     {
       std::lock_guard lock(stats_mutex_);
       stats_.target_seconds += target_timer_->seconds();

@@ -198,14 +198,19 @@ class Engine {
     DraftPlan plan;
     double seconds = 0;  // host seconds of the plan
   };
+  // Whether a scheduled sequence that has not finished drafts: asked while the target forward runs, where a sequence
+  // that finishes in the step still counts (draft() then finds it finished), so that a step in which every sequence
+  // retired skips drafting without another pass over them after sampling (up to 4 us at c = 64 on the H200's host).
+  bool any_drafts(const SchedulerOutput& plan) const;
   // Drafts the next step's tokens (by `ahead`'s decisions where the engine planned ahead) and, for a decode-only
-  // step (`decoding`), feeds the drafting time to the cost model; returns that time (0 where every sequence finished
-  // or retired: nothing drafts).
+  // step (`decoding`), feeds the drafting time to the cost model; returns that time (0 where nothing drafts:
+  // `drafts` is any_drafts' answer).
   double draft_next(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
-                    double sampled_at, const std::optional<PlannedDrafts>& ahead, bool decoding);
-  // Where EngineConfig::plan_ahead: the plan for the step's sequences that sample, as if each gained one token (so
-  // it covers every sequence that drafts after the step, with budgets no smaller than theirs).
-  std::optional<PlannedDrafts> plan_ahead(const SchedulerOutput& plan, const StepInput& input);
+                    double sampled_at, const std::optional<PlannedDrafts>& ahead, bool decoding, bool drafts);
+  // Where EngineConfig::plan_ahead and a sequence drafts (`drafts`): the plan for the step's sequences that sample,
+  // as if each gained one token (so it covers every sequence that drafts after the step, with budgets no smaller
+  // than theirs).
+  std::optional<PlannedDrafts> plan_ahead(const SchedulerOutput& plan, const StepInput& input, bool drafts);
   // `ahead`'s decisions for `candidates` (sequences it planned for, in its order), drafts within their budgets; a
   // candidate it did not plan for takes none.
   static DraftPlan fit_plan(const PlannedDrafts& ahead, const std::vector<DraftCandidate>& candidates);

@@ -9,20 +9,16 @@
 
 namespace mtpserve {
 
-namespace {
-
-// Whether a scheduled sequence that has not finished still drafts (none: every one finished or retired).
-bool any_drafts(const SchedulerOutput& plan) {
-  return std::any_of(plan.scheduled.begin(), plan.scheduled.end(),
-                     [](const ScheduledSequence& s) { return !s.seq->is_finished() && s.seq->drafts; });
+bool Engine::any_drafts(const SchedulerOutput& plan) const {
+  return drafter_ && std::any_of(plan.scheduled.begin(), plan.scheduled.end(), [](const ScheduledSequence& s) {
+           return !s.seq->is_finished() && s.seq->drafts;
+         });
 }
 
-}  // namespace
-
 double Engine::draft_next(const SchedulerOutput& plan, const StepInput& input, const std::vector<int64_t>& first_pairs,
-                          double sampled_at, const std::optional<PlannedDrafts>& ahead, bool decoding) {
+                          double sampled_at, const std::optional<PlannedDrafts>& ahead, bool decoding, bool drafts) {
   const auto unfinished = [](const ScheduledSequence& s) { return !s.seq->is_finished(); };
-  if (!config_.lockstep && !any_drafts(plan)) {
+  if (!config_.lockstep && !drafts) {
     // Every sequence finished or retired: nothing fills or drafts, and skipping the drafting's host work and its
     // timer's synchronisation keeps such steps as cheap as without MTP. (In lockstep the other data-parallel
     // groups' drafting still needs this rank.)
@@ -68,11 +64,12 @@ std::pair<DraftPlan, double> Engine::timed_plan(const std::vector<DraftCandidate
   return {std::move(plan), timer_->seconds() - started};
 }
 
-std::optional<Engine::PlannedDrafts> Engine::plan_ahead(const SchedulerOutput& plan, const StepInput& input) {
+std::optional<Engine::PlannedDrafts> Engine::plan_ahead(const SchedulerOutput& plan, const StepInput& input,
+                                                        bool drafts) {
   // With nothing left to draft there is nothing to plan (draft_next returns at once). The empty plan's pass over the
   // sequences cost 2-3 us a step of 80 retired ones on a CPU, where the GPU's steps of the embedded model take
   // 0.5-0.8 ms.
-  if (!config_.plan_ahead || !drafter_ || !policy_ || !any_drafts(plan)) return std::nullopt;
+  if (!config_.plan_ahead || !policy_ || !drafts) return std::nullopt;
   PlannedDrafts ahead;
   std::vector<DraftCandidate> candidates;
   NonDrafting retired;
