@@ -57,13 +57,19 @@ PyTypeObject* g_token_logprobs = nullptr;
 PyTypeObject* g_spec_counters = nullptr;
 PyTypeObject* g_request_output = nullptr;
 
-py::object make(PyTypeObject* type, const py::tuple& fields) {
-  PyObject* made = PyStructSequence_New(type);
-  if (made == nullptr) throw py::error_already_set();
-  for (Py_ssize_t i = 0; i < static_cast<Py_ssize_t>(fields.size()); ++i) {
-    PyStructSequence_SetItem(made, i, py::object(fields[i]).release().ptr());  // steals the reference
+// A struct of `type` whose i-th field is field(i), for i < size.
+template <class Field>
+py::object make(PyTypeObject* type, size_t size, const Field& field) {
+  auto made = py::reinterpret_steal<py::object>(PyStructSequence_New(type));
+  if (!made) throw py::error_already_set();
+  for (size_t i = 0; i < size; ++i) {
+    PyStructSequence_SetItem(made.ptr(), static_cast<Py_ssize_t>(i), field(i).release().ptr());  // steals it
   }
-  return py::reinterpret_steal<py::object>(made);
+  return made;
+}
+
+py::object make(PyTypeObject* type, const py::tuple& fields) {
+  return make(type, fields.size(), [&](size_t i) { return py::object(fields[i]); });
 }
 
 py::list logprobs_states(const std::vector<TokenLogprobs>& entries) {
@@ -94,12 +100,11 @@ py::list logprobs_structs(const py::list& states) {
 
 // A struct from its state: the same fields, the nested ones structs too.
 py::object output_struct(const py::tuple& state) {
-  py::tuple fields(state.size());
-  for (size_t i = 0; i < state.size(); ++i) fields[i] = state[i];
-  fields[kLogprobs] = logprobs_structs(state[kLogprobs]);
-  fields[kPromptLogprobs] = logprobs_structs(state[kPromptLogprobs]);
-  fields[kSpec] = make(g_spec_counters, state[kSpec]);
-  return make(g_request_output, fields);
+  return make(g_request_output, state.size(), [&](size_t i) -> py::object {
+    if (i == kLogprobs || i == kPromptLogprobs) return logprobs_structs(state[i]);
+    if (i == kSpec) return make(g_spec_counters, state[i]);
+    return state[i];
+  });
 }
 
 PyTypeObject* add_type(py::module_& m, PyStructSequence_Desc* desc, const char* name) {
