@@ -171,10 +171,11 @@ class Engine {
   Agreement agree_step(bool stopping);
   // Stopped by another group's engine: open requests end, new ones are refused.
   void stop_with_others();
-  // False for an empty step under lockstep (not counted in the stats' steps).
-  bool step();
+  // A step that schedules nothing (an abort, or an empty lockstep step) or fails midway is not counted in the
+  // stats' steps.
+  void step();
   void run_empty_step();
-  void count_step_time(double seconds, bool decoding);
+  void count_step(double seconds, bool decoding);
   // Samples (or verifies the drafts of) every scheduled sequence with samples this step.
   std::vector<SampledSequence> sample(const StepInput& input, const SchedulerOutput& plan, const at::Tensor& logits);
   std::vector<RequestOutput> apply_samples(const SchedulerOutput& plan, const StepInput& input,
