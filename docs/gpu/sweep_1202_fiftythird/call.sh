@@ -8,7 +8,7 @@
 #           and 8, 24 x c prompts (at least 72), 3 repeats
 #   t15     issue 14's temperature-1.5 sweep on main: k = 0 and adaptive at c = 1..80, 12 x c prompts, 3 repeats
 #   after   the policy's cost record moved behind the next launch (be9c906), with this folder's phases_every.patch
-#           (the same clock on the moved code; the file now applies to ed1da14 and later, where the check that some
+#           (the same clock on the moved code; the file now applies to c47b44d and later, where the check that some
 #           sequence drafts joined the cost record behind the launch, timed in the same phase 11, and it counts only
 #           the steps that decode alone): temperature 1.5, k = 0
 #           and adaptive at c = 1, 4, 8 and 64, 12 x c prompts (at least 72), 3 repeats
