@@ -1,4 +1,4 @@
-import sys, time, random
+import re, sys, time, random
 from mtpserve import LLM, SamplingParams
 llm = LLM(None, num_speculative_tokens=int(sys.argv[1]))
 rng = random.Random(7)
@@ -11,5 +11,6 @@ for r in range(4):
     llm.generate(prompts, ps)
     a = llm.stats()
     out.append(f"{time.time():.1f}:{1e3*(a.step_seconds-b.step_seconds)/(a.steps-b.steps):.3f}")
-print("RESULT", " ".join(out))
+huge = re.search(r"AnonHugePages:\s+(\d+)", open("/proc/self/smaps_rollup").read()).group(1)
+print("RESULT", " ".join(out), f"huge_kB={huge}")
 llm.shutdown()
