@@ -14,6 +14,8 @@
 #           and adaptive at c = 1, 4, 8 and 64, 12 x c prompts (at least 72), 3 repeats
 #   tests   the GPU tests of the engine, its graphs and adaptive drafting with deferred fills on ed1da14 (both of this
 #           session's engine changes; the device time left did not hold the whole suite)
+# The fifty-fifth session ran t15 again with one address-space layout for every server (SERVER_CMD="setarch -R
+# python3 -m mtpserve.cli serve", PYTHONHASHSEED=0 exported) and as launched.
 #   SHAREGPT=.data/sharegpt_heldout2.json.gz bash docs/gpu/sweep_1202_fiftythird/call.sh STAGE
 set -uo pipefail
 stage=${1:?stage: phases, t15, after or tests}
@@ -33,7 +35,7 @@ sweep() {  # name, seconds allowed, then the sweep's own arguments
   local name=$1 seconds=$2; shift 2
   timeout "$seconds" python3 scripts/bench_mtp_sweep.py --isolated --min-prompts 72 --adaptive-k-max 3 \
     --dataset-name sharegpt --dataset-path /tmp/sharegpt.json --sharegpt-split held-out --ignore-eos \
-    --sharegpt-max-total-len 2000 --disable-tqdm --out-dir "$OUT/$name" "$@" \
+    --sharegpt-max-total-len 2000 --disable-tqdm --out-dir "$OUT/$name" ${SERVER_CMD:+--server-cmd "$SERVER_CMD"} "$@" \
     -- --devices cuda:0 --dtype bfloat16 --api_server_count 4 2>&1 \
     | while IFS= read -r line; do printf '%(%s)T %s\n' -1 "$line"; done > "$OUT/$name.log"  # epoch seconds a line
   grep -E '^(\$ |PHASES)' "$OUT/$name"/server_*.log > "$OUT/$name.phases" 2>/dev/null
