@@ -16,7 +16,8 @@ the servers stop and --out-dir gets:
   sweep.json                        config, hardware, one summary row per method and concurrency (its median
                                     repeat), with every repeat's mean TPOT, [step, target, drafting, drafting's
                                     host work before its launch, the policy's plan] ms per step, its share of
-                                    steps at each k, retired sequences and steps without MTP, and busiest threads
+                                    steps at each k, retired sequences and steps without MTP, busiest threads
+                                    and the machine's stolen CPU share
   raw/<method>_c<concurrency>_r<repeat>.json  each run's full result (every request's chunk timestamps)
   server_<method>.log               each server's output
 
@@ -28,9 +29,9 @@ concurrency with max(c, --num-warmups) untimed requests sent c at a time, as a l
 
 With --client-cores N the benchmark client runs on N physical cores of its own (every hardware thread of a core
 goes to one side) and the servers on the rest, as a client on another host would not share the server's cores.
-Either way every repeat records the server's and the client's busiest threads and the CPU each last ran on (the
-last columns of results.md's per-repeat table): a server instance slow on the host can be matched with where its
-engine thread ran.
+Either way every repeat records the server's and the client's busiest threads and the CPU each last ran on, and the
+share of the machine's CPU time the hypervisor stole meanwhile (the last columns of results.md's per-repeat table):
+a server instance slow on the host can be matched with where its engine thread ran and with another guest's load.
 
 Every method sees the same prompts at a given concurrency (the seed is --seed + the concurrency's index, so
 consecutive concurrencies do not resend the same prompts into a warm prefix cache). Server flags other than
@@ -323,13 +324,14 @@ def repeats_table(rows: list[dict]) -> str:
     """Every repeat of each method and concurrency (repeat i ran in round i): its mean TPOT and the engine's ms per
     step, whole, in the target forward, in the drafting, in the drafting's host work before its launch and in the
     policy's plan (a part of that host work, or beside the target forward where the engine plans ahead), then the
-    server's and the client's busiest threads (share of a core @ the CPU it last ran on). With --isolated each
+    server's and the client's busiest threads (share of a core @ the CPU it last ran on) and the share of the
+    machine's CPU time the hypervisor stole meanwhile (another guest's load). With --isolated each
     repeat is a server instance of its own, and these say where a slow one lost its time. Then the share of its
     decode steps at each k, and its retired sequences and steps that ran no MTP forward (every sequence retired or
     done: a retired request alone at a cell's end runs such steps)."""
     out = ["| method | Concurrency | repeat | Mean TPOT(ms) | step | target | draft | draft host | plan "
-           "| chosen k (%) | retired / steps without MTP | server threads | client threads |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+           "| chosen k (%) | retired / steps without MTP | server threads | client threads | stolen (%) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|"]
     for r in sorted(rows, key=lambda r: (method_order(r), r["concurrency"])):
         steps, threads = r.get("repeats_step_ms") or [], r.get("repeats_threads") or []
         drafting = r.get("repeats_drafting") or []
@@ -340,7 +342,8 @@ def repeats_table(rows: list[dict]) -> str:
             out.append("| " + " | ".join([r["method"], str(r["concurrency"]), str(i), _fmt(tpot, ".3f")] +
                                          [_fmt(t, ".3f") for t in (list(times) + [None] * 5)[:5]] +
                                          [chosen_k(drafted), retired_cell(drafted),
-                                          threads_cell(placed.get("server")), threads_cell(placed.get("client"))])
+                                          threads_cell(placed.get("server")), threads_cell(placed.get("client")),
+                                          stolen_cell(placed.get("stolen"))])
                        + " |")
     return "\n".join(out) + "\n"
 
@@ -355,6 +358,10 @@ def threads_cell(threads: list | None) -> str:
     """Threads busier than a tenth of a core: name share@CPU."""
     busy = [f"{name} {share:.2f}@{cpu}" for name, share, cpu in threads or [] if share and share >= 0.1]
     return ", ".join(busy) or "-"
+
+
+def stolen_cell(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.2f}"
 
 
 def _fmt(value, spec: str, none: str = "-") -> str:
@@ -514,11 +521,12 @@ def main(argv: list[str] | None = None) -> int:
         cfg = config_from_args(ns, base_url=base_url, max_concurrency=c, num_prompts=num_prompts(ns, c),
                                seed=ns.seed + i, save_result=None, num_warmups=warmups)
         before, started = placement.thread_times(proc.pid), time.monotonic()
-        client_before = placement.thread_times(os.getpid())
+        client_before, machine_before = placement.thread_times(os.getpid()), placement.machine_times()
         result = run(cfg, tokenizer)
         seconds = time.monotonic() - started
         threads = {"server": placement.busy_threads(before, placement.thread_times(proc.pid), seconds),
-                   "client": placement.busy_threads(client_before, placement.thread_times(os.getpid()), seconds)}
+                   "client": placement.busy_threads(client_before, placement.thread_times(os.getpid()), seconds),
+                   "stolen": placement.stolen_share(machine_before, placement.machine_times())}
         result.save(out_dir / "raw" / f"{file_name(method)}_c{c}_r{repeat}.json")
         row = summary_row(method, k, policy, c, result, threads)
         row["server_command"] = shlex.join(cmd)

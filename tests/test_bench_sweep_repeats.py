@@ -7,15 +7,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import bench_mtp_sweep as sweep  # noqa: E402
 
 
-def repeat(tpot, steps_by_k, retired, without_mtp):
+def repeat(tpot, steps_by_k, retired, without_mtp, stolen=None):
     return {"method": "MTP adaptive k_max=3", "k": 3, "policy": "adaptive", "concurrency": 64, "mean_tpot_ms": tpot,
             "step_ms": 1.8, "target_ms": 1.0, "draft_seconds": 1.5, "engine_steps": 2000, "draft_host_ms": 0.05,
             "plan_ms": 0.02, "steps_by_k": steps_by_k, "retired_sequences": retired,
-            "fill_skipped_steps": without_mtp, "threads": None}
+            "fill_skipped_steps": without_mtp, "threads": {"server": [], "client": [], "stolen": stolen}}
 
 
 # Three repeats of one cell; the slowest ran k = 0 on 11% of its steps, with one request retired.
-REPEATS = [repeat(0.62, [17, 24, 117, 2311], 0, 0), repeat(0.69, [275, 25, 0, 2200], 1, 40),
+REPEATS = [repeat(0.62, [17, 24, 117, 2311], 0, 0, 0.0), repeat(0.69, [275, 25, 0, 2200], 1, 40, 0.0123),
            repeat(0.67, [25, 25, 125, 2325], 0, 0)]
 
 
@@ -44,3 +44,8 @@ def test_a_baseline_repeat_has_no_drafting_to_show():
     rows = table_rows(sweep.median_row([baseline]))
     assert rows[0]["chosen k (%)"] == "-"
     assert rows[0]["retired / steps without MTP"] == "-"
+
+
+def test_the_repeats_table_shows_the_cpu_share_stolen_during_each_repeat():
+    rows = table_rows(sweep.median_row(REPEATS))
+    assert [r["stolen (%)"] for r in rows] == ["0.00", "1.23", "-"]

@@ -68,3 +68,20 @@ def test_the_sweep_starts_its_server_on_the_given_cpus(tmp_path):
         assert os.sched_getaffinity(proc.pid) == {cpu}
     finally:
         bench_mtp_sweep.stop_server(proc, timeout_s=5)
+
+
+def test_the_machines_cpu_time_only_grows_and_its_stolen_share_is_a_share():
+    before = placement.machine_times()
+    time.sleep(0.3)
+    after = placement.machine_times()
+    assert len(before) >= 8 and all(a >= b for a, b in zip(after, before))
+    share = placement.stolen_share(before, after)
+    assert share is None or 0.0 <= share <= 1.0
+
+
+def test_the_stolen_share_counts_steal_over_every_kind_but_guest_time():
+    before = [100, 0, 20, 500, 0, 0, 0, 10, 40, 0]
+    # 60 user, 10 system, 120 idle, 10 steal; the 30 guest ticks are inside user already
+    after = [160, 0, 30, 620, 0, 0, 0, 20, 70, 0]
+    assert placement.stolen_share(before, after) == 10 / 200
+    assert placement.stolen_share(before, before) is None

@@ -1,4 +1,4 @@
-"""Reads run.sh's outputs in DIR (engine.txt, probe.txt, gpu_clocks.csv) and prints, for each PHASES line (2,000
+"""Reads run.sh's outputs in DIR (engine.txt, probe.txt, gpu_clocks.csv, steal.txt where run.sh read it) and prints, for each PHASES line (2,000
 decode steps), the engine's host time on the critical path and its device wait (sample+wait), beside the probe's
 median timings over the same seconds; then how far each drifted and how closely they moved together.
     python3 drift.py DIR
@@ -66,6 +66,13 @@ def main(out):
     slow = [p for p in probe if engine[0][0] <= p[0] <= engine[-1][0] and p[1] > 1.3 * fast]
     print(f'probe python readings over 1.3x its fastest decile ({fast:.2f} ms) while the engine ran: '
           f'{len(slow)} of {sum(engine[0][0] <= p[0] <= engine[-1][0] for p in probe)}')
+    steal_path = out / 'steal.txt'
+    if steal_path.exists():
+        stolen = [[float(x) for x in line.split()] for line in open(steal_path) if line.strip()]
+        shares = [statistics.mean([s[3] for s in stolen if t0 < s[0] <= t1] or [0.0])
+                  for (t0, *_), (t1, *_) in zip(engine, engine[1:])]
+        print(f'stolen share of the CPU: mean {statistics.mean(shares):.4f}, max {max(shares):.4f}; correlation '
+              f'with the critical host time: {pearson([e[1] for e in engine[1:]], shares):+.2f}')
     sm = gpu_clock(out / 'gpu_clocks.csv', engine[0][0], engine[-1][0])
     if sm:
         print(f'GPU SM clock while the engine ran: {min(sm):.0f}-{max(sm):.0f} MHz over {len(sm)} readings')

@@ -3,7 +3,10 @@
 # machine? One offline engine (embedded model, bf16, CUDA graphs, k = 0, batch 4, greedy, 400 tokens a request)
 # decodes for $1 seconds (default 150) with the host-phase clock (../sweep_1202_fiftythird/phases_every.patch: a
 # PHASES line every 2,000 decode steps, stamped here with the wall clock), while cpu_probe.py times a fixed
-# piece of Python work and a 64 MB copy on another core, and nvidia-smi logs the GPU's clocks.
+# piece of Python work and a 64 MB copy on the last core, and nvidia-smi logs the GPU's clocks. Call 5 of the
+# fifty-fifth session ran it as it was then: the engine could run on the probe's core, and no steal time was read.
+# Since then the engine runs on the cores below the last two, and ../../cpu_steal_1202_fiftyfifth/steal.py reads
+# the hypervisor's stolen share once a second (copy that folder along with this one to the device).
 #   bash docs/gpu/drift_1202_fiftyfifth/run.sh [SECONDS]       then: python3 drift.py DIR (DIR holds the outputs)
 set -uo pipefail
 seconds=${1:-150}
@@ -20,8 +23,10 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw
 smi=$!
 taskset -c "$last" python3 "$here/cpu_probe.py" $((seconds + 60)) > "$OUT/probe.txt" 2>&1 &
 probe=$!
-python3 "$here/decode_loop.py" "$seconds" 2>&1 | stamp > "$OUT/engine.txt"
-kill "$probe" "$smi" 2>/dev/null
+python3 "$here/../../cpu_steal_1202_fiftyfifth/steal.py" $((seconds + 60)) > "$OUT/steal.txt" 2>&1 &
+steal=$!
+taskset -c 0-$((last - 2)) python3 "$here/decode_loop.py" "$seconds" 2>&1 | stamp > "$OUT/engine.txt"
+kill "$probe" "$steal" "$smi" 2>/dev/null
 wait
 git checkout -- cpp/engine/engine.cpp
 python3 "$here/drift.py" "$OUT"

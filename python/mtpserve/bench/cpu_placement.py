@@ -4,7 +4,9 @@ Server instances of one configuration can differ in their host work by 2x for th
 2026-11-29, twenty-seventh session). A busy thread that shares a physical core with another busy thread (an SMT
 sibling) runs slower, and a benchmark client on the same host is such a thread. `split_cores` keeps the client on
 cores of its own; `busy_threads` records where each process's busiest threads ran, so a slow instance can be
-matched with its placement. Linux only (sysfs and procfs).
+matched with its placement; `machine_times` and `stolen_share` say how much of the machine's CPU time the
+hypervisor gave to other guests meanwhile (on this project's VMs the engine's step time moves with it). Linux only
+(sysfs and procfs).
 """
 from __future__ import annotations
 
@@ -73,3 +75,19 @@ def busy_threads(before: dict, after: dict, seconds: float, top: int = 4) -> lis
     used = [(cpu_s - before.get(tid, (name, 0.0, cpu))[1], name, cpu) for tid, (name, cpu_s, cpu) in after.items()]
     used.sort(reverse=True)
     return [[name, round(cpu_s / seconds, 3) if seconds > 0 else None, cpu] for cpu_s, name, cpu in used[:top]]
+
+
+def machine_times() -> list[int]:
+    """The whole machine's CPU time so far in clock ticks, by kind: user, nice, system, idle, iowait, irq, softirq,
+    steal, ... (the first line of /proc/stat)."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:]]
+
+
+def stolen_share(before: list[int], after: list[int]) -> float | None:
+    """The share of the machine's CPU time between two `machine_times` snapshots that was stolen: time its CPUs
+    wanted to run while the hypervisor ran another guest. None where no time passed. Guest time (the 9th and 10th
+    kinds) is already counted in user time, so it is left out of the total."""
+    delta = [a - b for a, b in zip(after[:8], before[:8])]
+    total = sum(delta)
+    return delta[7] / total if total > 0 else None
