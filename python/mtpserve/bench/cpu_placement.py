@@ -5,8 +5,8 @@ Server instances of one configuration can differ in their host work by 2x for th
 sibling) runs slower, and a benchmark client on the same host is such a thread. `split_cores` keeps the client on
 cores of its own; `busy_threads` records where each process's busiest threads ran, so a slow instance can be
 matched with its placement; `machine_times` and `stolen_share` say how much of the machine's CPU time the
-hypervisor gave to other guests meanwhile (on this project's VMs the engine's step time moves with it). Linux only
-(sysfs and procfs).
+hypervisor gave to other guests meanwhile (on the development VM the engine's step time moves with it,
+docs/benchmarks.md, fifty-fifth session). Linux only (sysfs and procfs).
 """
 from __future__ import annotations
 
