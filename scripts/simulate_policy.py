@@ -9,6 +9,9 @@ every step fills). Each sequence's acceptance per draft position is drawn unifor
 (1 + spread) p] (at most 0.95): with equal-length requests, a batch's slowest sequence sets its number of steps.
 The engine-wide acceptance starts from 300 verifications at p, as after earlier requests. A run is one batch
 of equal-length requests (like scripts/bench_offline.py); the first 5 runs are the warm-up and not counted.
+With --drift A the timings the policy is fed run 1 + A times slow for --drift-steps steps in every twice as many (a
+co-tenant that comes and goes, as on the VMs this project measures on), while the seconds counted stay the law's:
+what changes is only what the policy learns, so the score is of its choices alone.
     python3 scripts/simulate_policy.py --batch 32 --acceptance 0.15 0.8
 """
 from __future__ import annotations
@@ -36,6 +39,18 @@ class CostLaw:
         return self.fill + 1e-7 * fill_rows + self.per_recursion * recursions
 
 
+class Drift:
+    """The machine's speed as the policy's timings see it: 1 + amplitude times slow for `steps` steps in every
+    2 x `steps`, steady otherwise."""
+
+    def __init__(self, amplitude: float, steps: int):
+        self.amplitude, self.steps, self.step = amplitude, steps, 0
+
+    def next(self) -> float:
+        self.step += 1
+        return 1 + self.amplitude if (self.step // self.steps) % 2 else 1.0
+
+
 def trained_policy(kind, k_max: int, batch: int, law: CostLaw, p: float, rng: random.Random):
     """A policy past its warm-up at this batch size, its cost fits fed by the law, its engine-wide acceptance p."""
     policy = _C.SpeculationPolicy(kind, k_max)
@@ -61,7 +76,7 @@ def accepted_drafts(drafts: int, p: float, rng: random.Random) -> int:
 
 
 def one_run(policy, k_max: int, first_id: int, batch: int, tokens: int, law: CostLaw, p: float, spread: float,
-            noise: float, rng) -> tuple[float, list[int], int, int]:
+            noise: float, drift: Drift, rng) -> tuple[float, list[int], int, int]:
     """One batch of requests to completion: its seconds under the law, its steps at each k, the steps that ran the
     MTP fill, the sequences retired."""
     left = {first_id + i: tokens for i in range(batch)}
@@ -88,10 +103,11 @@ def one_run(policy, k_max: int, first_id: int, batch: int, tokens: int, law: Cos
         verify = law.verify(step_k, n * (1 + step_k))
         draft = law.draft(n, recursions) if drafting else 0.0
         seconds += verify + draft
-        # The engine times every step and feeds the policy's cost model; a shared machine's timings jitter.
-        policy.record_verify(n, step_k, n * (1 + step_k), 100 * n, verify * rng.lognormvariate(0, noise))
+        # The engine times every step and feeds the policy's cost model; a shared machine's timings jitter and drift.
+        speed = drift.next()
+        policy.record_verify(n, step_k, n * (1 + step_k), 100 * n, verify * speed * rng.lognormvariate(0, noise))
         if drafting:
-            policy.record_draft(n, n, recursions, recursions * n, draft * rng.lognormvariate(0, noise))
+            policy.record_draft(n, n, recursions, recursions * n, draft * speed * rng.lognormvariate(0, noise))
         steps_by_k[step_k] += 1
         filled += drafting
         for s in list(left):
@@ -102,13 +118,13 @@ def one_run(policy, k_max: int, first_id: int, batch: int, tokens: int, law: Cos
 
 
 def simulate(kind, k_max: int, batch: int, tokens: int, law: CostLaw, p: float, spread: float, noise: float,
-             runs: int, seed: int) -> dict:
-    rng = random.Random(seed)
+             drift: tuple[float, int], runs: int, seed: int) -> dict:
+    rng, machine = random.Random(seed), Drift(*drift)
     policy = trained_policy(kind, k_max, batch, law, p, rng)
     seconds, steps_by_k, filled, retired = 0.0, [0] * (k_max + 1), 0, 0
     for r in range(WARMUP_RUNS + runs):
         run_seconds, run_steps, run_filled, run_retired = one_run(policy, k_max, r * batch, batch, tokens, law, p,
-                                                                  spread, noise, rng)
+                                                                  spread, noise, machine, rng)
         if r >= WARMUP_RUNS:
             seconds += run_seconds
             steps_by_k = [a + b for a, b in zip(steps_by_k, run_steps)]
@@ -128,6 +144,9 @@ def main() -> None:
     parser.add_argument("--spread", type=float, default=0.5, help="sequences' acceptance: p times 1 +- this")
     parser.add_argument("--noise", type=float, default=0.05,
                         help="spread (log-normal sigma) of the step timings the policy is fed")
+    parser.add_argument("--drift", type=float, default=0.0,
+                        help="how much slower the policy's timings run in the machine's slow stretches")
+    parser.add_argument("--drift-steps", type=int, default=500, help="steps in each slow or steady stretch")
     parser.add_argument("--tokens", type=int, default=128, help="output tokens per request")
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
@@ -137,14 +156,16 @@ def main() -> None:
     args = parser.parse_args()
     law = CostLaw(args.step_ms * 1e-3, 1e-6, 3e-5, args.fill_ms * 1e-3, args.recursion_ms * 1e-3)
     fixed, adaptive = _C.SpeculationPolicyKind.fixed, _C.SpeculationPolicyKind.adaptive
+    drift = (args.drift, args.drift_steps)
     print("| batch | acceptance | adaptive vs k=0 | fixed k=1 / 2 / 3 vs k=0 | adaptive / best "
           "| drafting steps per run | filled steps per run | retired | steps at k = 0/1/2/3 |")
     print("|---|---|---|---|---|---|---|---|---|")
     for batch in args.batch:
         for p in args.acceptance:
-            a = simulate(adaptive, K_MAX, batch, args.tokens, law, p, args.spread, args.noise, args.runs, args.seed)
-            f = [simulate(fixed, k, batch, args.tokens, law, p, args.spread, args.noise, args.runs, args.seed)["vs_k0"]
-                 for k in range(1, K_MAX + 1)]
+            a = simulate(adaptive, K_MAX, batch, args.tokens, law, p, args.spread, args.noise, drift, args.runs,
+                         args.seed)
+            f = [simulate(fixed, k, batch, args.tokens, law, p, args.spread, args.noise, drift, args.runs,
+                          args.seed)["vs_k0"] for k in range(1, K_MAX + 1)]
             print(f"| {batch} | {p} | {a['vs_k0']:.3f} | {' / '.join(f'{x:.3f}' for x in f)} | "
                   f"{a['vs_k0'] / max(f + [1.0]):.3f} | {a['drafting_steps_per_run']:.1f} | "
                   f"{a['filled_steps_per_run']:.1f} | {a['retired_share']:.2f} | "
