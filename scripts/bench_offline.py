@@ -11,7 +11,9 @@ methods interleaved per repeat, so a co-tenant's load hits them alike, in an ord
 other one equally often: mtpserve.bench.run_order); `paired speedup` is the median of the repeats' own ratios to
 k = 0. `TPOT` is the mean time per output token after each request's first (the median repeat's), which the prefill
 and the batch's slowest sequence do not weigh on. `chosen k` is the share of decode steps at each k; `fill skipped`
-the share of steps that ran no MTP forward (adaptive: every sequence deferred its fill).
+the share of steps that ran no MTP forward (adaptive: every sequence deferred its fill). Each run's JSON line, and
+--out for every repeat, carry the share of the machine's CPU time the hypervisor stole during it (`stolen_share`):
+another guest's load, which on this project's development VM slows the engine's steps.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import time
 import torch
 
 from mtpserve import LLM, SamplingParams
+from mtpserve.bench.cpu_placement import machine_times, stolen_share
 from mtpserve.bench.run_order import balanced_order
 from mtpserve.engine_args import EngineArgs
 
@@ -76,7 +79,9 @@ def mean_tpot_ms(outputs) -> float:
 def run(llm: LLM, batch: int, max_tokens: int, temperature: float) -> dict:
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, ignore_eos=True)
     timed_chat(llm, PROMPTS, 1, SamplingParams(temperature=temperature, max_tokens=8, ignore_eos=True))  # warm-up
+    machine_before = machine_times()
     outputs, elapsed, before, after, generated = timed_chat(llm, PROMPTS, batch, params)
+    stolen = stolen_share(machine_before, machine_times())
     c = counters(before, after)
     drafts, draft_tokens, accepted = c.pop("drafts"), c.pop("draft_tokens"), c.pop("accepted_tokens")
     per_step = ms_per_step(before, after)
@@ -86,7 +91,7 @@ def run(llm: LLM, batch: int, max_tokens: int, temperature: float) -> dict:
             "mean_acceptance_length": 1 + accepted / drafts if drafts else None,
             "target_ms_per_step": per_step["target_seconds"], "sample_ms_per_step": per_step["sample_seconds"],
             "draft_ms_per_step": per_step["draft_seconds"], "draft_host_ms_per_step": per_step["draft_host_seconds"],
-            "step_ms_per_step": per_step["step_seconds"]}
+            "step_ms_per_step": per_step["step_seconds"], "stolen_share": stolen}
 
 
 def main() -> None:
@@ -166,7 +171,8 @@ def main() -> None:
 def median_run(runs: list[dict]) -> dict:
     """The run with the median tokens/s (its own step counts and costs kept with it)."""
     ordered = sorted(runs, key=lambda r: r["tokens_per_s"])
-    return {**ordered[len(ordered) // 2], "tokens_per_s_all": [r["tokens_per_s"] for r in runs]}
+    return {**ordered[len(ordered) // 2], "tokens_per_s_all": [r["tokens_per_s"] for r in runs],
+            "stolen_share_all": [r["stolen_share"] for r in runs]}
 
 
 def paired_speedup(r: dict, base: dict) -> float:
