@@ -9,9 +9,10 @@
 #   SHAREGPT=.data/sharegpt_heldout2.json.gz bash docs/gpu/sweep_1201_fiftieth/call.sh small   (then mid, large)
 # Here, after the calls (their files in calls/call1..3): the three stages' cells as one table and plots in merged/:
 #   bash docs/gpu/sweep_1201_fiftieth/call.sh merge
+# (SWEEP_DIR=another folder with calls/call1..3, e.g. the fifty-sixth session's rerun, merges that one instead.)
 set -uo pipefail
 if [ "${1:-}" = merge ]; then
-  here=$(cd "$(dirname "$0")" && pwd)
+  here=$(cd "${SWEEP_DIR:-$(dirname "$0")}" && pwd)
   mkdir -p "$here/merged"
   python3 - "$here" <<'PY'
 import json, sys, tarfile
