@@ -3,6 +3,7 @@ least 3 rounds: which round had the highest TPOT, which the highest stolen share
 and whether they are the same round. Chance makes them the same in 1 of n rounds' cells.
 
   python3 docs/gpu/sweep_1202_fiftysixth/steal.py docs/gpu/sweep_1202_fiftysixth/calls/call*/greedy_*.tgz
+  python3 docs/gpu/sweep_1202_fiftysixth/steal.py docs/cpu_sweep_1202_fiftysixth/greedy_c*/sweep.json
 """
 import json
 import sys
