@@ -49,3 +49,19 @@ def test_a_baseline_repeat_has_no_drafting_to_show():
 def test_the_repeats_table_shows_the_cpu_share_stolen_during_each_repeat():
     rows = table_rows(sweep.median_row(REPEATS))
     assert [r["stolen (%)"] for r in rows] == ["0.00", "1.23", "-"]
+
+
+def test_a_cell_runs_again_only_while_more_than_the_threshold_was_stolen_and_reruns_are_left():
+    assert not sweep.rerun_due([0.05], None, 2)  # --rerun-stolen not given
+    assert sweep.rerun_due([0.0123], 1.0, 2)
+    assert not sweep.rerun_due([0.0099], 1.0, 2)
+    assert sweep.rerun_due([0.05, 0.03], 1.0, 2)
+    assert not sweep.rerun_due([0.05, 0.03, 0.02], 1.0, 2)  # two reruns made
+    assert not sweep.rerun_due([None], 1.0, 2)  # no /proc/stat to read
+
+
+def test_the_repeats_table_shows_the_shares_of_the_runs_a_rerun_replaced():
+    rerun = repeat(0.64, [17, 24, 117, 2311], 0, 0, 0.004)
+    rerun["threads"]["stolen_runs"] = [0.0312, 0.0150, 0.004]
+    rows = table_rows(sweep.median_row([rerun]))
+    assert rows[0]["stolen (%)"] == "0.40 (reran after 3.12, 1.50)"
