@@ -370,7 +370,9 @@ def threads_cell(threads: list | None) -> str:
 def rerun_due(stolen_runs: list[float], threshold_pct: float | None, max_reruns: int) -> bool:
     """Whether --rerun-stolen asks for another run of a cell, given the stolen share of each run so far."""
     last = stolen_runs[-1]
-    return threshold_pct is not None and last is not None and 100 * last > threshold_pct and len(stolen_runs) <= max_reruns
+    if threshold_pct is None or last is None:
+        return False
+    return 100 * last > threshold_pct and len(stolen_runs) <= max_reruns
 
 
 def stolen_cell(placed: dict) -> str:
@@ -379,7 +381,8 @@ def stolen_cell(placed: dict) -> str:
     if share is None:
         return "-"
     replaced = placed.get("stolen_runs", [share])[:-1]
-    return f"{100 * share:.2f}" + (f" (reran after {', '.join(f'{100 * s:.2f}' for s in replaced)})" if replaced else "")
+    kept = f"{100 * share:.2f}"
+    return f"{kept} (reran after {', '.join(f'{100 * s:.2f}' for s in replaced)})" if replaced else kept
 
 
 def _fmt(value, spec: str, none: str = "-") -> str:

@@ -32,8 +32,9 @@ def main(paths):
             cells += 1
             same += slowest == most
             expected += 1 / len(tpot)
+            mark = "  <- same round" if slowest == most else ""
             print(f"{row['method']:22} c={row['concurrency']:<3} TPOT {' / '.join(f'{t:.3f}' for t in tpot)} ms, "
-                  f"stolen {' / '.join(f'{100 * s:.2f}' for s in stolen)}%{'  <- same round' if slowest == most else ''}")
+                  f"stolen {' / '.join(f'{100 * s:.2f}' for s in stolen)}%{mark}")
     print(f"slowest round = most stolen in {same} of {cells} cells (chance: {expected:.1f})")
 
 
