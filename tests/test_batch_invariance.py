@@ -118,7 +118,7 @@ def test_routing_and_moe_are_batch_invariant(dtype, threads, on, experts, groups
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAMES.get)
-@pytest.mark.parametrize("ctx", [45, 900, 1300], ids=["one-split", "few-splits", "split-kv"])
+@pytest.mark.parametrize("ctx", [45, 900, 1300, 2300], ids=["one-split", "few-splits", "split-kv", "many-splits"])
 @pytest.mark.parametrize("shape", [(4, 64, 16, 8), (16, 512, 64, 64)], ids=["d80", "d576"])
 def test_attention_row_is_the_same_in_decode_verify_and_prefill(dtype, threads, on, ctx, shape):
     """The last query row of a sequence with context c: alone (decode), as the last of k + 1 verify
@@ -128,10 +128,12 @@ def test_attention_row_is_the_same_in_decode_verify_and_prefill(dtype, threads, 
     wgmma kernel (tiles taken in pairs by two warpgroups, copied in bulk from 64-row blocks), the 64 + 16 one
     the mma.sync kernel; with 900 or 1300 positions (4 or 6 splits) the wgmma kernel's blocks combine the
     splits themselves in clusters, except beside 40 other sequences, whose 41 clusters the GPU cannot hold at
-    once: they leave the splits to the combine kernel."""
+    once: they leave the splits to the combine kernel. With 2300 positions (10 splits, more than a cluster
+    holds) the combine kernel takes every row: in blocks of a warp for the row alone, of 256 threads beside
+    40 others."""
     cuda = on(torch.zeros(0)).is_cuda
-    if ctx == 900 and not cuda:
-        pytest.skip("900 positions are for the GPU's two split combines; the CPU does not split the KV")
+    if ctx in (900, 2300) and not cuda:
+        pytest.skip(f"{ctx} positions are for the GPU's split combines; the CPU does not split the KV")
     g = torch.Generator().manual_seed(4)
     heads, lora, rope, block = shape
     blocks = (256 if ctx < 100 else 8192) // block

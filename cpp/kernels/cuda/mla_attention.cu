@@ -225,34 +225,49 @@ __global__ void __launch_bounds__(256, 1) mla_attention_mma_kernel(MlaAttentionL
 }
 
 // ---------------------------------------------------------------------------------------------
-// Split combine (split_combine.cuh): one thread per entry row and 4 value columns, so a decode step's few
-// hundred rows still spread over the whole GPU. Each thread loads every split's partial of its columns, and a
-// block's first threads every split's lse of its rows, before any is used: one round trip to L2 for all of them
-// (the partials of splits with nothing visible are loaded too, and weigh 0). The kernel is built for at most N
-// splits (8, 16 or 32), so that its registers hold no more partials than the launch has.
+// Split combine (split_combine.cuh): one thread per entry row and 4 value columns. Each thread loads every split's
+// partial of its columns, and a warp per row of the block every split's lse of that row (a lane each), before any
+// is used: one round trip to L2 for all of them (the partials of splits with nothing visible are loaded too, and
+// weigh 0). The kernel is built for at most N splits (8, 16 or 32), so that its registers hold no more partials
+// than the launch has. Its blocks are as small as it takes to spread the launch over the SMs
+// (combine_launch_shape): a decode step at batch 1 has 16 rows of 128 threads, which blocks of 256 put on 8 SMs.
+// At batch 1 (32 splits) the kernel is latency-bound, one warp's instruction stream long: it took 6.6 us on an
+// H200 with one thread working out each row's 32 weights, 3.5 us with a lane per split (docs/benchmarks.md).
 
 constexpr int kCombineThreads = 256;
 
-// Rows per combine block: kv_lora / 4 threads each (kv_lora 512 or 64 where the KV is split).
-__host__ __device__ inline int combine_rows_per_block(const MlaAttentionLaunch& p) {
-  return kCombineThreads / static_cast<int>(p.kv_lora / 4);
+// A combine launch's blocks of `threads`: each takes `rows` entry rows, or one row's `row_threads` x 4 columns
+// where a row has more threads than the block (its columns then spread over `slices` blocks along y).
+struct CombineShape {
+  int threads, row_threads, rows, slices;
+  int64_t row_blocks;  // along x
+};
+
+__host__ __device__ inline CombineShape combine_shape(const MlaAttentionLaunch& p, int threads) {
+  const int groups = static_cast<int>(p.kv_lora / 4);  // a whole row's threads (kv_lora 512 or 64 where split)
+  const int row_threads = groups < threads ? groups : threads;
+  const int rows = threads / row_threads;
+  return {threads, row_threads, rows, groups / row_threads, ceil_div(p.tokens * p.heads, rows)};
 }
 
 template <typename T, int N>
 __global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(MlaAttentionLaunch p) {
   extern __shared__ float combine_smem[];  // [rows][splits] weights, then [rows] 1 / their sums
-  const int groups = static_cast<int>(p.kv_lora / 4);
-  const int rows = combine_rows_per_block(p);
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * rows, rows_total = p.tokens * p.heads;
-  float* inv = combine_smem + rows * p.splits;
-  const int r = threadIdx.x / groups, col = (threadIdx.x % groups) * 4;
+  const CombineShape shape = combine_shape(p, static_cast<int>(blockDim.x));
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * shape.rows, rows_total = p.tokens * p.heads;
+  float* inv = combine_smem + shape.rows * p.splits;
+  const int r = threadIdx.x / shape.row_threads;
+  const int col = (static_cast<int>(blockIdx.y) * shape.row_threads + threadIdx.x % shape.row_threads) * 4;
   const int64_t row = first + r;
   const bool active = row < rows_total;
   float4 x[N][1];
-  const auto partial = [&](int z, int c) { return split_combine::global_partial(p, z, row, c); };
-  split_combine::load_partials(active ? p.splits : 0, partial, col, 0, x);
-  if (threadIdx.x < rows && first + threadIdx.x < rows_total) {
-    inv[threadIdx.x] = split_combine::row_weights<N>(p, first + threadIdx.x, combine_smem + threadIdx.x * p.splits);
+  const split_combine::GlobalPartials partials(p, active ? row : 0);
+  split_combine::load_partials(active ? p.splits : 0, [&](int z, int c) { return partials.at(z, c); }, col, 0, x);
+  const int warps = static_cast<int>(blockDim.x >> 5), warp = static_cast<int>(threadIdx.x >> 5);
+  for (int w = warp; w < shape.rows && first + w < rows_total; w += warps) {
+    const auto lse = [&](int z) { return split_combine::global_lse(p, z, first + w); };
+    const float row_inv = split_combine::warp_weights(p.splits, lse, combine_smem + w * p.splits);
+    if ((threadIdx.x & 31) == 0) inv[w] = row_inv;
   }
   __syncthreads();
   if (!active) return;
@@ -360,18 +375,29 @@ cudaError_t launch_mma(const MlaAttentionLaunch& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// Halves the blocks from kCombineThreads (down to a warp) while the launch has fewer blocks than the device SMs.
+CombineShape combine_launch_shape(const MlaAttentionLaunch& p) {
+  int device = 0;
+  const int sm_count = cudaGetDevice(&device) == cudaSuccess ? multiprocessor_count(device) : 1;
+  CombineShape shape = combine_shape(p, kCombineThreads);
+  while (shape.threads > 32 && shape.row_blocks * shape.slices < sm_count) {
+    shape = combine_shape(p, shape.threads / 2);
+  }
+  return shape;
+}
+
 template <typename T>
 cudaError_t launch_combine(const MlaAttentionLaunch& p, cudaStream_t stream) {
-  const int rows = combine_rows_per_block(p);
-  const auto blocks = static_cast<unsigned>(ceil_div(p.tokens * p.heads, rows));
-  const size_t smem = rows * (p.splits + 1) * sizeof(float);
+  const CombineShape shape = combine_launch_shape(p);
+  const dim3 grid(static_cast<unsigned>(shape.row_blocks), static_cast<unsigned>(shape.slices));
+  const size_t smem = shape.rows * (p.splits + 1) * sizeof(float);
   static_assert(kMaxSplits == 32, "the combine kernel's builds cover 8, 16 and 32 splits");
   if (p.splits <= 8) {
-    mla_combine_kernel<T, 8><<<blocks, kCombineThreads, smem, stream>>>(p);
+    mla_combine_kernel<T, 8><<<grid, shape.threads, smem, stream>>>(p);
   } else if (p.splits <= 16) {
-    mla_combine_kernel<T, 16><<<blocks, kCombineThreads, smem, stream>>>(p);
+    mla_combine_kernel<T, 16><<<grid, shape.threads, smem, stream>>>(p);
   } else {
-    mla_combine_kernel<T, kMaxSplits><<<blocks, kCombineThreads, smem, stream>>>(p);
+    mla_combine_kernel<T, kMaxSplits><<<grid, shape.threads, smem, stream>>>(p);
   }
   return cudaGetLastError();
 }

@@ -101,12 +101,13 @@ __device__ __forceinline__ void combine_received(const MlaAttentionLaunch& p, co
   const auto at = [&](uint32_t address) { return smem + (address - from.base); };
   float* weights = reinterpret_cast<float*>(at(from.end(splits)));  // [rows][splits]
   float* inv = weights + rows * splits;
-  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+  const int lane = threadIdx.x & 31;
+  for (int r = threadIdx.x >> 5; r < rows; r += WARPS) {
     const auto lse = [&](int sender) { return *reinterpret_cast<const float*>(at(from.lse(splits, sender, r))); };
-    inv[r] = split_combine::weights<kMaxSplits>(splits, lse, weights + r * splits);
+    const float row_inv = split_combine::warp_weights(splits, lse, weights + r * splits);
+    if (lane == 0) inv[r] = row_inv;
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
   for (int r = threadIdx.x >> 5; r < rows; r += WARPS) {
     const auto partial = [&](int sender, int c) {
       return *reinterpret_cast<const float4*>(at(from.row(sender, r) + 4u * c));

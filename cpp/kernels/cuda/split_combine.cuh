@@ -12,39 +12,37 @@
 
 namespace mtpserve::kernels::cuda::split_combine {
 
-// A row's split weights into w[0, splits) from `lse(z)`, for at most N splits, all read before any is used:
-// 2^(lse_z - max), 0 for a split with nothing visible to the row (lse = -inf, its partial never written). Returns
-// 1 / their sum, 0 when every split is empty.
-template <int N, typename Lse>
-__device__ __forceinline__ float weights(int splits, const Lse& lse, float* w) {
-  float e[N];
+// A row's split weights into w[0, splits) (shared memory), worked out by one warp, lane z taking split z (at most
+// 32 splits): 2^(lse_z - max), 0 for a split with nothing visible to the row (lse = -inf, its partial never
+// written). Returns 1 / their sum in every lane, 0 when every split is empty; the sum adds the weights in split
+// order. `lse(z)` reads split z's lse; every lane of the warp calls this.
+template <typename Lse>
+__device__ __forceinline__ float warp_weights(int splits, const Lse& lse, float* w) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const float e = lane < splits ? lse(lane) : -INFINITY;
+  float top = e;
 #pragma unroll
-  for (int z = 0; z < N; ++z) e[z] = z < splits ? lse(z) : -INFINITY;
-  float top = -INFINITY;
-#pragma unroll
-  for (int z = 0; z < N; ++z) top = fmaxf(top, e[z]);
+  for (int offset = 16; offset > 0; offset >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, offset));
+  if (lane < splits) w[lane] = e == -INFINITY ? 0.0f : exp2f(e - top);
+  __syncwarp();
   float total = 0.0f;
-#pragma unroll
-  for (int z = 0; z < N; ++z) {
-    if (z < splits) {
-      w[z] = e[z] == -INFINITY ? 0.0f : exp2f(e[z] - top);
-      total += w[z];
-    }
-  }
+  for (int z = 0; z < splits; ++z) total += w[z];
   return total > 0.0f ? 1.0f / total : 0.0f;
 }
 
-// Row `row`'s weights (at most N splits), its lse from global memory.
-template <int N>
-__device__ __forceinline__ float row_weights(const MlaAttentionLaunch& p, int64_t row, float* w) {
-  const int64_t rows_total = p.tokens * p.heads;
-  return weights<N>(p.splits, [&](int z) { return __ldcg(p.lse + z * rows_total + row); }, w);
+// Split z's lse of row `row`, from global memory.
+__device__ __forceinline__ float global_lse(const MlaAttentionLaunch& p, int z, int64_t row) {
+  return __ldcg(p.lse + z * p.tokens * p.heads + row);
 }
 
-// Split z's four fp32 values at column `col` of row `row`'s partial, from global memory.
-__device__ __forceinline__ float4 global_partial(const MlaAttentionLaunch& p, int z, int64_t row, int col) {
-  return __ldcg(reinterpret_cast<const float4*>(p.partial + (z * p.tokens * p.heads + row) * p.kv_lora + col));
-}
+// Row `row`'s partials in global memory: split z's four fp32 values at column c are at(z, c).
+struct GlobalPartials {
+  const float* first;  // split 0's values of the row
+  int64_t stride;      // floats from one split's partials to the next's
+  __device__ GlobalPartials(const MlaAttentionLaunch& p, int64_t row)
+      : first(p.partial + row * p.kv_lora), stride(p.tokens * p.heads * p.kv_lora) {}
+  __device__ float4 at(int z, int c) const { return __ldcg(reinterpret_cast<const float4*>(first + z * stride + c)); }
+};
 
 // acc += w x for one split's four values: explicit fmaf, so every caller rounds alike.
 __device__ __forceinline__ void add_split(float4& acc, float w, const float4& x) {
