@@ -3,15 +3,16 @@
 # .ab/main, `git show 7ddbcd4:<path>` of the changed files). scripts/gpu_ab.sh builds both, runs the attention
 # tests and their memcheck against A (tests.sh), and times A B A B at B = 1 (32 splits) and 16 (8 splits). Call 1
 # ran it with the split combine through global memory (grid_combine.patch, not kept); call 2 with the combine
-# kernel in blocks small enough to reach every SM; call 5 with that and a warp working out each row's weights.
+# kernel in blocks small enough to reach every SM; call 5 with that and a warp working out each row's weights;
+# call 8 (TESTED=none BATCHES=2,4,8 CONTEXTS=2048,8192 KS=0,3) the batches between, untested, on cd2e59c.
 # `table` (call 6): the GPU suite and the issue's whole kernel table on the tree.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-/tmp/mtpserve-ab}
 case ${1:-ab} in
   ab)
-    AB_VARIANTS=".ab/main" AB_TESTED=A AB_TEST="bash docs/gpu/attention_1202_fiftyseventh/tests.sh" \
-      AB_CMD="timeout 100 python3 scripts/bench_mla_attention.py --batches ${BATCHES:-1,16} --ks ${KS:-0,1,2,3} --reps 30 --breakdown --out \$RUN_OUT" \
+    AB_VARIANTS=".ab/main" AB_TESTED=${TESTED:-A} AB_TEST="bash docs/gpu/attention_1202_fiftyseventh/tests.sh" \
+      AB_CMD="timeout 100 python3 scripts/bench_mla_attention.py --batches ${BATCHES:-1,16} --ks ${KS:-0,1,2,3} --contexts ${CONTEXTS:-8192} --reps 30 --breakdown --out \$RUN_OUT" \
       bash scripts/gpu_ab.sh > "$out/ab.log" 2>&1
     status=$?
     grep -E "^== tests|passed|failed|ERROR SUMMARY" "$out/ab.log" | head -8
