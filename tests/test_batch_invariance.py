@@ -129,8 +129,8 @@ def test_attention_row_is_the_same_in_decode_verify_and_prefill(dtype, threads, 
     the mma.sync kernel; with 900 or 1300 positions (4 or 6 splits) the wgmma kernel's blocks combine the
     splits themselves in clusters, except beside 40 other sequences, whose 41 clusters the GPU cannot hold at
     once: they leave the splits to the combine kernel. With 2300 positions (10 splits, more than a cluster
-    holds) the combine kernel takes every row: in blocks of a warp for the row alone, of 256 threads beside
-    40 others."""
+    holds) the combine kernel takes every row: at 512 + 64 in blocks of a warp for the row alone and of 256
+    threads beside 40 others."""
     cuda = on(torch.zeros(0)).is_cuda
     if ctx in (900, 2300) and not cuda:
         pytest.skip(f"{ctx} positions are for the GPU's split combines; the CPU does not split the KV")
