@@ -130,7 +130,8 @@ def test_attention_row_is_the_same_in_decode_verify_and_prefill(dtype, threads, 
     splits themselves in clusters, except beside 40 other sequences, whose 41 clusters the GPU cannot hold at
     once: they leave the splits to the combine kernel. With 2300 positions (10 splits, more than a cluster
     holds) the combine kernel takes every row: at 512 + 64 in blocks of a warp for the row alone and of 256
-    threads beside 40 others."""
+    threads beside 40 others; and the wgmma kernel's second warpgroup scores its tiles early for the row alone
+    (10 blocks) and late beside 40 others (410 blocks, more than half the SMs), in the same arithmetic."""
     cuda = on(torch.zeros(0)).is_cuda
     if ctx in (900, 2300) and not cuda:
         pytest.skip(f"{ctx} positions are for the GPU's split combines; the CPU does not split the KV")
