@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Run by scripts/gpu_ab.sh against each version in place: its outputs on fixed inputs (dump_attn.py, named after the
-# version whose kernel file is in place), then, for versions whose arithmetic moved, the attention tests.
+# Run by scripts/gpu_ab.sh against each version in place: its outputs on fixed inputs (the fifteenth session's
+# docs/gpu/q_registers_1128/dump_attn.py; the call copied it beside this script), named after the version whose
+# kernel file is in place, then, for the versions in PYTEST_VERSIONS, the attention tests.
 cd "$(dirname "$0")/../../.."
-here=docs/gpu/attention_1202_fiftyeighth
 name=A
 for v in .ab/*/; do
   cmp -s "$v/cpp/kernels/cuda/mla_attention_wgmma.cu" cpp/kernels/cuda/mla_attention_wgmma.cu && name=$(basename "$v")
 done
-mkdir -p /tmp/dumps && timeout 60 python3 $here/dump_attn.py /tmp/dumps/$name.pt && echo "dumped $name"
+mkdir -p /tmp/dumps && timeout 60 python3 docs/gpu/q_registers_1128/dump_attn.py /tmp/dumps/$name.pt && echo "dumped $name"
 [[ " ${PYTEST_VERSIONS:-} " == *" $name "* ]] || exit 0
 timeout 200 python3 -m pytest -q -p no:cacheprovider -x -rfE tests/test_cuda_attention.py
