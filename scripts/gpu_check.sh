@@ -26,7 +26,8 @@
 #   realdims  P4: a 2-layer DeepSeek-V3 stack at real dims vs its floor (scripts/bench_real_dims.py; ~80 GB:
 #             an H200)
 #   profile   Nsight Compute on one fused verify attention launch (B = 64, k = 3, context 8192), with the share of
-#             cycles its tensor pipe is busy and its warps' stall reasons
+#             cycles its tensor pipe is busy and its warps' stall reasons, overall and per SASS instruction
+#             (scripts/ncu_ledger.py: ncu_attention_ledger.txt)
 #   tp        two GPUs (not in the default stages; nvidia-h200-x2): the TP tests over NCCL
 #             (tests/test_cuda_tensor_parallel.py) and TP2 vs TP1 tokens/s (eager and graphs), bf16 divergence and per-rank
 #             memory (scripts/bench_tensor_parallel.py), and one real-dims MoE layer EP2 vs TP2
@@ -118,10 +119,15 @@ for stage in $stages; do
     profile)
       timeout 240 ncu --clock-control none --kernel-name regex:mla_attention_.*mma --launch-skip 3 --launch-count 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
-        --metrics sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active \
-        python3 scripts/bench_mla_attention.py --batches 64 --ks 3 --reps 3 --out /tmp/prof > "$out/ncu_attention.txt" 2>&1 \
+        --section SourceCounters --metrics sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active \
+        --import-source no -o "$out/ncu_attention" \
+        python3 scripts/bench_mla_attention.py --batches 64 --ks 3 --reps 3 --out /tmp/prof > "$out/ncu_run.txt" 2>&1 \
         || status=1
-      grep -E "Throughput|Duration|Occupancy|Bandwidth|Shared|pipe_tensor|Warp Cycles" "$out/ncu_attention.txt" | head -24 ;;
+      ncu --import "$out/ncu_attention.ncu-rep" --page details > "$out/ncu_attention.txt" 2>&1 || status=1
+      grep -E "Throughput|Duration|Occupancy|Bandwidth|Shared|pipe_tensor|Warp Cycles" "$out/ncu_attention.txt" | head -24
+      python3 scripts/ncu_ledger.py "$out/ncu_attention.ncu-rep" mla_attention > "$out/ncu_attention_ledger.txt" 2>&1 \
+        || status=1
+      head -30 "$out/ncu_attention_ledger.txt" ;;
     tp)
       timeout 400 python3 -m pytest -q -p no:cacheprovider -rfE -s tests/test_cuda_tensor_parallel.py \
         tests/test_tensor_parallel.py tests/test_expert_parallel.py > "$out/tp_pytest.log" 2>&1 || status=1

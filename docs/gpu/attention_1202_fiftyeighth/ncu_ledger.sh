@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # 2026-12-02, fifty-eighth session, on one H200 (carry .whl): Nsight Compute's stall samples of the Hopper attention
-# kernel, per SASS instruction (ledger.py), for one fused call each at B = 128, k = 3 and B = 16, k = 0 (context
+# kernel, per SASS instruction (scripts/ncu_ledger.py), for one fused call each at B = 128, k = 3 and B = 16, k = 0 (context
 # 8192, the graph replay's caches: --cache-control none), and the SASS source page beside them.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -16,7 +16,7 @@ for case in "128 3" "16 0"; do
     --section SourceCounters --section WarpStateStats --section SpeedOfLight --section LaunchStats --import-source no \
     -o "$rep" python3 scripts/bench_mla_attention.py --batches $1 --ks $2 --reps 3 --out /tmp/ncu > "$rep.log" 2>&1
   tail -3 "$rep.log"
-  python3 docs/gpu/attention_1202_fiftyeighth/ledger.py "$rep.ncu-rep" mla_attention > "$rep.ledger.txt" 2>&1
+  python3 scripts/ncu_ledger.py "$rep.ncu-rep" mla_attention > "$rep.ledger.txt" 2>&1
   head -60 "$rep.ledger.txt"
   ncu --import "$rep.ncu-rep" --page details > "$rep.details.txt" 2>&1
   ncu --import "$rep.ncu-rep" --page source --print-source sass --csv 2>&1 | gzip > "$rep.source.csv.gz"

@@ -2,7 +2,7 @@
 launch (an .ncu-rep with the SourceCounters section), joined per SASS instruction. Prints each stall reason's share
 of the samples, then the instructions that hold the most samples with their leading reasons, until they cover 90%.
 Runs where Nsight Compute is installed (its extras/python holds ncu_report):
-    python3 ledger.py REPORT.ncu-rep [KERNEL_SUBSTRING]"""
+    python3 scripts/ncu_ledger.py REPORT.ncu-rep [KERNEL_SUBSTRING]"""
 import collections
 import glob
 import os
