@@ -124,7 +124,8 @@ for stage in $stages; do
         python3 scripts/bench_mla_attention.py --batches 64 --ks 3 --reps 3 --out /tmp/prof > "$out/ncu_run.txt" 2>&1 \
         || status=1
       ncu --import "$out/ncu_attention.ncu-rep" --page details > "$out/ncu_attention.txt" 2>&1 || status=1
-      grep -E "Throughput|Duration|Occupancy|Bandwidth|Shared|pipe_tensor|Warp Cycles" "$out/ncu_attention.txt" | head -24
+      grep -E "Throughput|Duration|Occupancy|Bandwidth|Shared|pipe_tensor|Warp Cycles" "$out/ncu_attention.txt" \
+        | head -24
       python3 scripts/ncu_ledger.py "$out/ncu_attention.ncu-rep" mla_attention > "$out/ncu_attention_ledger.txt" 2>&1 \
         || status=1
       head -30 "$out/ncu_attention_ledger.txt" ;;

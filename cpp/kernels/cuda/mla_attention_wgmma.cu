@@ -618,7 +618,8 @@ cudaError_t launch_kernel(const MlaAttentionLaunch& p, const dim3 grid, const CU
 // their copies wait long in a loaded memory system.
 template <typename T, bool kBulk>
 cudaError_t launch_ordered(const MlaAttentionLaunch& p, const CUtensorMap& map, cudaStream_t stream, bool& combined) {
-  const dim3 grid(static_cast<unsigned>(p.num_seqs), static_cast<unsigned>(ceil_div(p.max_query_len * p.heads, kTileEntries)),
+  const dim3 grid(static_cast<unsigned>(p.num_seqs),
+                  static_cast<unsigned>(ceil_div(p.max_query_len * p.heads, kTileEntries)),
                   static_cast<unsigned>(p.splits));
   int device = 0;
   const int sm_count = cudaGetDevice(&device) == cudaSuccess ? multiprocessor_count(device) : 1;
