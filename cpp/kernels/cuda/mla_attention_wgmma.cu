@@ -187,7 +187,7 @@ __device__ __forceinline__ bool moved(const float (&f)[2]) { return __any_sync(0
 // waits for each part as it issues that part's k16 steps. Tile b's buffer is free only once both P_b V_b are done,
 // at the end of a pair. With kScoresLate warpgroup 1 issues S of b + 2 behind its P V of a + 2, so that b + 2's
 // copies land while that product runs; otherwise straight after the copies, which it then waits out, with S of b
-// done before the pair and its softmax beside P_a V_a. Late is 5-7% faster at B = 16 on an H200, where every SM
+// done before the pair and its softmax beside P_a V_a. Late is 3-7% faster at B = 16 on an H200, where every SM
 // streams and a copy waits long; early is 4% faster at B = 1, where 32 blocks stream and the serial S costs more.
 
 // kBulk: tiles come by bulk copies from `cache_map` (block sizes that are multiples of 64), else by cp.async.
