@@ -6,9 +6,10 @@
 # A B C ... A B C ..., each run with its version's files and extension in place, so that drift of the machine
 # shows as a difference between the runs of one version and no rebuild spends device time between them. Each
 # run's output goes to its own folder (the command sees it as $RUN_OUT: A1, B1, ...), all archived at the end as
-# $OUT/runs.tgz (the device tool returns only so many files). The tree ends as A with A's extension, its swapped
-# files newer than the build's, so that the machine's next build (it keeps build folders between calls)
-# compiles them again.
+# $OUT/runs.tgz (the device tool returns only so many files). The tree ends as A with A's extension, and the
+# machine's next build (it keeps build folders between calls) compiles the swapped files again: a later call's
+# copy of the tree carries older times than the last version's objects, so gpu_check.sh touches the files listed
+# in build/gpu_ab_swapped.txt before it builds.
 #   AB_VARIANTS=".ab/new .ab/other" AB_CMD='python3 scripts/bench_mla_attention.py --batches 16,64 --out $RUN_OUT' \
 #     bash scripts/gpu_ab.sh
 # AB_TEST (optional) runs once against each version before its first timing, e.g. the kernel's tests; AB_TESTED
@@ -79,6 +80,7 @@ for round in $(seq "${AB_ROUNDS:-2}"); do
 done
 use A
 touch $files
+mkdir -p build && echo $files > build/gpu_ab_swapped.txt
 # The device returns a limited number of files: one archive of the runs' folders comes back whole.
 tar czf "$out/runs.tgz" -C "$out" "${runs[@]}" && (cd "$out" && rm -rf "${runs[@]}")
 exit $status

@@ -50,6 +50,9 @@ fi
   # (docs/benchmarks.md), and which cores and memory an instance lands on is a suspect.
   lscpu | grep -E '^(Model name|Socket|Thread|Core|NUMA node)'; nvidia-smi topo -m | head -3
 } > "$out/environment.txt" 2>&1
+# A machine kept warm since an A/B (scripts/gpu_ab.sh) holds objects built from another version of the files that
+# A/B swapped, newer than the files synced here: touched, they are compiled again.
+for f in $(cat build/gpu_ab_swapped.txt 2>/dev/null); do [ -f "$f" ] && touch "$f"; done
 start=$(date +%s)
 if ! python3 -m pip install --no-build-isolation --no-deps -e . > /tmp/build.log 2>&1; then
   tail -60 /tmp/build.log | tee "$out/build_tail.log"; exit 1
