@@ -29,6 +29,11 @@ int multiprocessor_count(int device) {
   return std::max(1, device_attribute<cudaDevAttrMultiProcessorCount>(device));
 }
 
+int current_multiprocessor_count() {
+  int device = 0;
+  return cudaGetDevice(&device) == cudaSuccess ? multiprocessor_count(device) : 1;
+}
+
 int compute_capability_major(int device) { return device_attribute<cudaDevAttrComputeCapabilityMajor>(device); }
 
 bool sm90a_device() {

@@ -13,6 +13,9 @@ namespace mtpserve::kernels::cuda {
 // The multiprocessor count of `device` (at least 1).
 int multiprocessor_count(int device);
 
+// The multiprocessor count of the current device, or 1 when there is none to ask.
+int current_multiprocessor_count();
+
 // The compute capability's major number of `device`, or -1 when it cannot be read.
 int compute_capability_major(int device);
 

@@ -377,8 +377,7 @@ cudaError_t launch_mma(const MlaAttentionLaunch& p, cudaStream_t stream) {
 
 // Halves the blocks from kCombineThreads (down to a warp) while the launch has fewer blocks than the device SMs.
 CombineShape combine_launch_shape(const MlaAttentionLaunch& p) {
-  int device = 0;
-  const int sm_count = cudaGetDevice(&device) == cudaSuccess ? multiprocessor_count(device) : 1;
+  const int sm_count = current_multiprocessor_count();
   CombineShape shape = combine_shape(p, kCombineThreads);
   while (shape.threads > 32 && shape.row_blocks * shape.slices < sm_count) {
     shape = combine_shape(p, shape.threads / 2);

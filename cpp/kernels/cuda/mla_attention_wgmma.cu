@@ -621,9 +621,7 @@ cudaError_t launch_ordered(const MlaAttentionLaunch& p, const CUtensorMap& map, 
   const dim3 grid(static_cast<unsigned>(p.num_seqs),
                   static_cast<unsigned>(ceil_div(p.max_query_len * p.heads, kTileEntries)),
                   static_cast<unsigned>(p.splits));
-  int device = 0;
-  const int sm_count = cudaGetDevice(&device) == cudaSuccess ? multiprocessor_count(device) : 1;
-  if (2 * static_cast<int64_t>(grid.x) * grid.y * grid.z >= sm_count) {
+  if (2 * static_cast<int64_t>(grid.x) * grid.y * grid.z >= current_multiprocessor_count()) {
     return launch_kernel<T, kBulk, true>(p, grid, map, stream, combined);
   }
   return launch_kernel<T, kBulk, false>(p, grid, map, stream, combined);
