@@ -270,16 +270,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     return smem_desc(kv_addr + (t % kBuffers) * kTileBytes + offset, leading, 1024);
   };
 
-  // The barriers, then (bulk copies) thread 0 starts the first two tiles' copies before the Q tile's, which land
-  // sooner.
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kBuffers * kParts; ++i) mbarrier_init(full + 8 * i, kBulk ? 1 : kGroupThreads);
-    fence_barrier_init();
-    if constexpr (kBulk) {
-      for (int t = 0; t < min(num_tiles, 2); ++t) load_tile(t);
-    }
-  }
-  // The Q tile, padding entries zeroed.
+  // The Q tile, padding entries zeroed; then the barriers, and (bulk copies) thread 0 starts the first two tiles'
+  // copies. Thread 0's share of Q goes first: behind the tiles' copies, into a memory system that every SM is
+  // loading, it landed last, and every warp waited for it before the first S (6% of the stall samples at B = 16 on
+  // an H200; issued first, a call there is 2% faster).
   const T* q = static_cast<const T*>(p.q) + w.out_row * kDim;
   for (int i = threadIdx.x; i < kTileEntries * kChunksPerRow; i += kThreads) {
     const int r = i / kChunksPerRow, c = i % kChunksPerRow;
@@ -287,6 +281,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     cp_async16(sq + swizzled(r, c, kQSlabBytes), q + (valid ? r : 0) * kDim + c * 8, valid);
   }
   cp_async_commit();
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kBuffers * kParts; ++i) mbarrier_init(full + 8 * i, kBulk ? 1 : kGroupThreads);
+    fence_barrier_init();
+    if constexpr (kBulk) {
+      for (int t = 0; t < min(num_tiles, 2); ++t) load_tile(t);
+    }
+  }
   __syncthreads();
   if (!kBulk && group < num_tiles) load_tile(group);
 
