@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# 2026-12-02, fifty-ninth session, on one H200 (carry .whl and .ab). The tree (A: 28db75d with prefetch_head.patch:
-# each block asks for its tensor map's descriptor and its share of its block-table row at its first instruction) against main's kernel and
-# copy helpers (.ab/main: `git show 28db75d:<path>`): scripts/gpu_ab.sh builds both, dumps each one's outputs on fixed
-# inputs, runs the attention tests against A, then times A B three times at B = 1, 16 and 64, k = 0 and 3 (context
-# 8192). Then Nsight Compute's stall samples of A's kernel per SASS instruction (scripts/ncu_ledger.py) at B = 16,
-# k = 0 and 3.
+# 2026-12-02, fifty-ninth session, on one H200 (carry .whl and .ab). The tree (A: 28db75d with prefetch_head.patch: each
+# block asks for its tensor map's descriptor and its share of its block-table row at its first instruction) against
+# main's kernel and copy helpers (.ab/main: `git show 28db75d:<path>`): scripts/gpu_ab.sh builds both, dumps each one's
+# outputs on fixed inputs, runs the attention tests against A, then times A B three times at B = 1, 16 and 64, k = 0 and
+# 3 (context 8192). Then Nsight Compute's stall samples of A's kernel per SASS instruction (scripts/ncu_ledger.py) at B
+# = 16, k = 0 and 3.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-/tmp/mtpserve-ab}
