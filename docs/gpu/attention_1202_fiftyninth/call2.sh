@@ -8,16 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-/tmp/mtpserve-ab}
-old=docs/gpu/attention_1202_fiftyeighth
-export PYTEST_VERSIONS=A
-AB_VARIANTS=.ab/main AB_TEST="bash $old/tests.sh" AB_ROUNDS=3 \
-  AB_CMD="timeout 100 python3 scripts/bench_mla_attention.py --batches 1,16,64 --ks 0,3 --reps 30 --out \$RUN_OUT" \
-  bash scripts/gpu_ab.sh > "$out/ab.log" 2>&1
-echo "gpu_ab status $?"
-grep -E "^== tests|^version|dumped|passed|failed|ERROR SUMMARY" "$out/ab.log" | head -20
-python3 $old/cmp_dumps.py /tmp/dumps | tee "$out/dumps.txt"
-(cd "$out" && tar czf logs.tgz build.log rebuild_*.log environment.txt test_*.log 2>/dev/null && rm -f build.log rebuild_*.log environment.txt test_*.log)
-python3 scripts/ab_table.py "$out/runs.tgz" | tee "$out/ab_table.txt"
+VARIANTS=.ab/main PYTEST_VERSIONS=A ROUNDS=3 bash docs/gpu/attention_1202_fiftyninth/ab.sh
 export PYTHONPATH=/tmp/site PATH=/usr/local/cuda/bin:$PATH
 for k in 0 3; do
   rep=$out/attention_b16_k$k

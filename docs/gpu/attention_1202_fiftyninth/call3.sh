@@ -7,15 +7,5 @@
 # times A B C twice at B = 1, 16 and 64, k = 0 and 3 (context 8192), with each call's kernels (--breakdown).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
-out=${OUT:-/tmp/mtpserve-ab}
-old=docs/gpu/attention_1202_fiftyeighth
-export PYTEST_VERSIONS="A vec_store"
-AB_VARIANTS=".ab/main .ab/vec_store" AB_TEST="bash docs/gpu/attention_1202_fiftyninth/tests.sh" AB_ROUNDS=2 \
-  AB_CMD="timeout 120 python3 scripts/bench_mla_attention.py --batches 1,16,64 --ks 0,3 --reps 30 --breakdown --out \$RUN_OUT" \
-  bash scripts/gpu_ab.sh > "$out/ab.log" 2>&1
-echo "gpu_ab status $?"
-grep -E "^== tests|^version|dumped|passed|failed|ERROR SUMMARY" "$out/ab.log" | head -20
-python3 $old/cmp_dumps.py /tmp/dumps | tee "$out/dumps.txt"
-(cd "$out" && tar czf logs.tgz build.log rebuild_*.log environment.txt test_*.log 2>/dev/null && rm -f build.log rebuild_*.log environment.txt test_*.log)
-python3 scripts/ab_table.py "$out/runs.tgz" | tee "$out/ab_table.txt"
-python3 docs/gpu/attention_1202_fiftyninth/kernels.py "$out/runs.tgz" | tee "$out/kernels.txt"
+VARIANTS=".ab/main .ab/vec_store" PYTEST_VERSIONS="A vec_store" ROUNDS=2 BENCH_ARGS=--breakdown \
+  bash docs/gpu/attention_1202_fiftyninth/ab.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run by scripts/gpu_ab.sh against each version in place: its outputs on fixed inputs (the fifteenth session's
+# Run by scripts/gpu_ab.sh (through ab.sh) against each version in place: its outputs on fixed inputs (the fifteenth session's
 # docs/gpu/q_registers_1128/dump_attn.py), named after the variant folder whose files are all in place (A: none),
 # then, for the versions in PYTEST_VERSIONS, the attention tests.
 cd "$(dirname "$0")/../../.."
