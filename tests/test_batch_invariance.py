@@ -5,7 +5,11 @@ same tokens alone and amid other traffic. Kernel-level checks first, then the en
 the embedded model (default bf16) and the tiny random model; each on the CPU and, where there is one,
 the GPU (marker cuda; CUDA graphs on there, so decode steps also run padded to graph buckets)."""
 import argparse
+import json
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -279,3 +283,39 @@ def test_seeded_sampling_is_the_same_alone_and_under_load(k, plan_ahead):
             assert tokens(llm.generate(batch, params))[position] == alone, f"position {position}"
     finally:
         llm.shutdown()
+
+
+# oneDNN picks its bf16 GEMM kernels by the CPU's instruction set, and each set rounds its own way: the README's
+# prompt gives other tokens on AMX, AVX-512 BF16, AVX-512 and AVX2 CPUs. ONEDNN_MAX_CPU_ISA, read as a process
+# starts, caps the set, so a child process runs the kernels of a CPU that this one is not.
+OTHER_ISA_RUN = """
+import json, sys
+from mtpserve import LLM
+from mtpserve.sampling_params import SamplingParams
+prompts, engine = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+greedy = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
+chat = [[{"role": "user", "content": "What is the capital of France?"}]]
+out = {}
+for k in (0, 1, 3):
+    llm = LLM(num_speculative_tokens=k, **engine)
+    try:
+        outputs = llm.chat(chat, greedy) + llm.generate(prompts, greedy)
+        out[k] = [o.outputs[0].token_ids for o in outputs]
+    finally:
+        llm.shutdown()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("isa", ["AVX2", "AVX512_CORE"])
+def test_greedy_mtp_equals_no_mtp_on_other_cpu_instruction_sets(isa):
+    """The embedded model in bf16 under another instruction set's GEMM kernels: greedy MTP (k = 1, 3) gives k = 0's
+    tokens, the README's chat prompt first. Without --batch_invariant, k = 1 leaves k = 0's tokens on that prompt
+    under AVX512_CORE on this project's development CPU (a Xeon with AMX)."""
+    run = subprocess.run([sys.executable, "-c", OTHER_ISA_RUN, json.dumps(BATCHES[8]), json.dumps(ENGINE)],
+                         env={**os.environ, "ONEDNN_MAX_CPU_ISA": isa}, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.splitlines()[-1])
+    for k in ("1", "3"):
+        for i, (with_mtp, without) in enumerate(zip(got[k], got["0"])):
+            assert with_mtp == without, f"{isa}, k={k}, sequence {i}"
